@@ -1,0 +1,1 @@
+"""Glow's built-in backends. Each registers through the `glow.backends` entry-point group."""

@@ -1,0 +1,42 @@
+"""The public entry points: load, compile, list backends."""
+
+from __future__ import annotations
+
+import os
+
+import onnx
+
+from .backend import CompileOptions, Executable
+from .errors import BackendError
+from .graph import Graph
+from .onnx_import import load_onnx
+from .plugins import registry
+
+
+def available_backends() -> list[str]:
+    """Names of the backends that can run here (see `glow backends` for the others and why)."""
+    return registry().available()
+
+
+def _as_graph(model) -> Graph:
+    if isinstance(model, Graph):
+        return model
+    if isinstance(model, (str, os.PathLike, bytes, onnx.ModelProto)):
+        return load_onnx(model)
+    raise TypeError(f"expected a Graph, an ONNX ModelProto or a path, got {type(model).__name__}")
+
+
+def compile(model, backend: str | None = None, *, native: str | None = None,
+            threads: int | None = None, devices=None) -> Executable:
+    """Compile a model (Graph, ModelProto or path) for a backend; returns an executable.
+
+    `native="floor"` restricts the backend to the primitive floor (everything else is lowered).
+    """
+    graph = _as_graph(model)
+    if native not in (None, "floor", "all"):
+        raise BackendError(f"unknown --native set '{native}' (expected 'floor' or 'all')")
+    if devices:
+        raise BackendError("multi-device compilation is not available yet")
+    reg = registry()
+    be = reg.get(backend) if backend else reg.default()
+    return be.compile(graph, CompileOptions(native=native, threads=threads))

@@ -1,0 +1,104 @@
+"""What a backend is: the base classes a plugin subclasses (Backend, Device, Executable).
+
+A backend says which ops it runs natively (`supports`, a predicate over op, types and attributes),
+lists its devices with rough cost figures for the partitioner, and compiles a graph into an
+`Executable`. Everything it does not support natively is lowered for it by the core.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import BackendError
+from .graph import Graph, Node
+from .interpreter import check_inputs
+
+#: The plugin API version this glow speaks. A backend states the version it was written for in
+#: `Backend.api_version`; one with a different major version is listed unavailable.
+API_VERSION = "1.0"
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device of a backend, with the figures the partitioner's cost model uses."""
+
+    backend: str
+    name: str
+    kind: str = "cpu"  # cpu | gpu | accelerator
+    memory_bytes: int | None = None  # None: no cap
+    peak_gflops: float = 50.0
+    mem_bandwidth_gbs: float = 20.0
+    transfer_gbs: float = 10.0  # to/from host
+    supported_ops: frozenset | None = None  # None: whatever the backend supports
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def id(self) -> str:
+        return f"{self.backend}:{self.name}"
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    native: str | None = None  # "floor": restrict the backend's native set to the primitive floor
+    threads: int | None = None
+    device: Device | None = None
+    verify: bool = False
+
+
+class Executable:
+    """A compiled graph. `run({name: array}) -> {name: array}`, inputs checked against the graph."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+
+    @property
+    def input_names(self) -> list[str]:
+        return self.graph.input_names
+
+    @property
+    def output_names(self) -> list[str]:
+        return self.graph.output_names
+
+    def run(self, feeds: dict) -> dict:
+        return self._run(check_inputs(self.graph, feeds))
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class Backend:
+    """Subclass this to add a device type. Only `name` and `compile` are required."""
+
+    name: str = ""
+    api_version: str = API_VERSION
+    #: Higher wins when the user names no backend.
+    priority: int = 0
+    description: str = ""
+
+    def check_available(self) -> None:
+        """Raise `BackendError("why")` when the library or device is missing."""
+
+    def devices(self) -> list[Device]:
+        return [Device(self.name, "0")]
+
+    def supports(self, node: Node) -> bool:
+        """The support predicate: can this backend run `node` (its op, types, attributes) natively?"""
+        return True
+
+    def native_ops(self) -> list[str]:
+        """Names of the ops this backend claims natively (for reports; `supports` decides)."""
+        from .ops import all_ops
+
+        return [o.name for o in all_ops()]
+
+    def compile(self, graph: Graph, options: CompileOptions) -> Executable:  # pragma: no cover
+        raise BackendError(f"backend '{self.name}' does not implement compile()")
+
+    # Transfers for the partitioner's runtime: host staging by default.
+    def to_device(self, array: np.ndarray, device: Device):
+        return array
+
+    def to_host(self, handle, device: Device) -> np.ndarray:
+        return handle

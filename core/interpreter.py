@@ -1,0 +1,122 @@
+"""The reference interpreter: runs a graph node by node with each op's NumPy reference.
+
+This is the oracle every backend is compared against, so it is written for clarity. With
+verification on (`GLOW_VERIFY` >= 1, set in tests) it also checks every computed value against the
+type the op's shape rule promised, which keeps the shape rules honest.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from . import dtypes as dt
+from .errors import GraphError, InputError
+from .graph import Graph, Value
+
+
+def verify_level() -> int:
+    try:
+        return int(os.environ.get("GLOW_VERIFY", "0"))
+    except ValueError:
+        return 0
+
+
+def check_inputs(graph: Graph, feeds: dict) -> dict[str, np.ndarray]:
+    """Validate run-time feeds against the graph's inputs; return them as arrays. Raises InputError."""
+    if not isinstance(feeds, dict):
+        raise InputError(f"inputs must be a dict of name -> array, got {type(feeds).__name__}")
+    expected = {v.name: v for v in graph.inputs}
+    unknown = sorted(set(feeds) - set(expected))
+    if unknown:
+        raise InputError(f"unknown input name(s) {unknown}; the graph's inputs are {sorted(expected)}")
+    missing = [n for n in expected if n not in feeds]
+    if missing:
+        raise InputError(f"missing input(s) {missing}")
+    out = {}
+    for name, v in expected.items():
+        out[name] = _check_one(name, v.type, feeds[name])
+    return out
+
+
+def _check_one(name, t, value):
+    if isinstance(t, dt.TensorType):
+        arr = np.asarray(value)
+        if arr.dtype.kind in "US":
+            arr = arr.astype(object)
+        want = t.dtype.base if isinstance(t.dtype, dt.QuantizedDType) else t.dtype
+        try:
+            got = dt.from_numpy(arr.dtype)
+        except GraphError:
+            got = arr.dtype
+        if got != want:
+            raise InputError(f"input '{name}': expected element type {want.name}, got {arr.dtype}")
+        if not dt.shape_fits(t.shape, arr.shape):
+            raise InputError(f"input '{name}': expected shape {_shape_str(t.shape)}, got {list(arr.shape)}")
+        return arr
+    if isinstance(t, dt.SequenceType):
+        if not isinstance(value, (list, tuple)):
+            raise InputError(f"input '{name}': expected a sequence (list of arrays)")
+        return [_check_one(name, t.elem, x) for x in value]
+    if isinstance(t, dt.OptionalType):
+        return None if value is None else _check_one(name, t.elem, value)
+    return value
+
+
+def _shape_str(shape):
+    return "[*]" if shape is None else "[" + ", ".join("?" if not isinstance(d, int) else str(d)
+                                                       for d in shape) + "]"
+
+
+def run_graph(graph: Graph, feeds: dict, *, check: bool = True) -> dict[str, object]:
+    """Run `graph` on `feeds` (name -> array; captures by name too) and return its outputs by name."""
+    if check:
+        plain = {k: v for k, v in feeds.items() if k in {i.name for i in graph.inputs}}
+        feeds = {**feeds, **check_inputs(graph, plain)}
+    env: dict[int, object] = {}
+    for v in graph.inputs + graph.captures:
+        if v.name not in feeds:
+            raise InputError(f"graph '{graph.name}': no value for '{v.name}'")
+        env[id(v)] = feeds[v.name]
+    verify = verify_level()
+
+    def get(v: Value | None):
+        if v is None:
+            return None
+        if v.data is not None:
+            return v.data
+        return env[id(v)]
+
+    for node in graph.nodes:
+        args = [get(v) for v in node.inputs]
+        attrs = dict(node.attrs)
+        if node.captures:
+            attrs["_scope"] = {v.name: get(v) for v in node.captures}
+        try:
+            result = node.op.reference(*args, **attrs)
+        except (GraphError, InputError):
+            raise
+        except Exception as e:  # name the node: a bare NumPy error is useless to a user
+            raise GraphError(f"node '{node.name}' ({node.op.name}) failed in the reference "
+                             f"interpreter: {type(e).__name__}: {e}") from e
+        # A tuple means several outputs; anything else (array, list for a sequence) is one output.
+        results = list(result) if isinstance(result, tuple) else [result]
+        for out, r in zip(node.outputs, results):
+            if verify and isinstance(out.type, dt.TensorType):
+                _verify_result(node, out, r)
+            env[id(out)] = r
+    return {v.name: get(v) for v in graph.outputs}
+
+
+def _verify_result(node, out, r):
+    if not isinstance(r, np.ndarray):
+        raise GraphError(f"node '{node.name}' ({node.op.name}): reference returned {type(r).__name__} "
+                         f"for output '{out.name}', not an ndarray")
+    want = out.type.dtype.base if isinstance(out.type.dtype, dt.QuantizedDType) else out.type.dtype
+    if dt.from_numpy(r.dtype) != want:
+        raise GraphError(f"node '{node.name}' ({node.op.name}): output '{out.name}' computed as "
+                         f"{r.dtype} but its type says {want.name}")
+    if not dt.shape_fits(out.type.shape, r.shape):
+        raise GraphError(f"node '{node.name}' ({node.op.name}): output '{out.name}' computed with shape "
+                         f"{list(r.shape)} but its type says {_shape_str(out.type.shape)}")

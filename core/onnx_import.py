@@ -1,0 +1,344 @@
+"""ONNX import: ModelProto -> typed `Graph`.
+
+* initializers become constants; graph inputs that are also initializers (IR version 3 models) are
+  constants too, not placeholders;
+* attributes get their defaults from the op table; older opset forms are rewritten by the op's
+  `from_onnx` adapter into the newest form;
+* every unsupported op anywhere in the model (sub-graphs included) is named in one error, with counts;
+* external-data tensors are read only from inside the model's folder;
+* model-local functions are inlined; control-flow sub-graphs become `Graph` attributes whose
+  outer-scope reads are explicit captures.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, numpy_helper
+
+from . import dtypes as dt
+from .errors import GlowError, GraphError, ModelLoadError, UnsupportedOpError
+from .graph import Graph, GraphBuilder, Value
+from .ops import find_onnx_op
+
+MIN_OPSET = 7
+
+
+def load_model_proto(path_or_proto) -> tuple[onnx.ModelProto, str | None]:
+    """Read a model from a path, bytes or ModelProto; return it and its folder (for external data)."""
+    if isinstance(path_or_proto, onnx.ModelProto):
+        return path_or_proto, None
+    if isinstance(path_or_proto, (bytes, bytearray)):
+        return _parse(bytes(path_or_proto), "<bytes>"), None
+    path = os.fspath(path_or_proto)
+    if not os.path.exists(path):
+        raise ModelLoadError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise ModelLoadError(f"{path}: is a folder, not an ONNX model file")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ModelLoadError(f"{path}: cannot read: {e.strerror}") from None
+    return _parse(data, path), os.path.dirname(os.path.abspath(path))
+
+
+def _parse(data: bytes, where: str) -> onnx.ModelProto:
+    if not data:
+        raise ModelLoadError(f"{where}: empty file, not an ONNX model")
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception as e:
+        raise ModelLoadError(f"{where}: not a valid ONNX model ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else 'protobuf parse error'})") from None
+    if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise ModelLoadError(f"{where}: not a valid ONNX model (no graph)")
+    return model
+
+
+def load_onnx(path_or_proto) -> Graph:
+    """Import an ONNX model (path, bytes or ModelProto) as a glow `Graph`."""
+    model, folder = load_model_proto(path_or_proto)
+    where = os.fspath(path_or_proto) if isinstance(path_or_proto, (str, os.PathLike)) else "model"
+    try:
+        return Importer(model, folder, where).run()
+    except GlowError as e:
+        if isinstance(e, UnsupportedOpError):
+            raise
+        raise type(e)(f"{where}: {e}") from None
+
+
+class Importer:
+    def __init__(self, model: onnx.ModelProto, folder: str | None, where: str):
+        self.model = model
+        self.folder = folder
+        self.where = where
+        self.opsets = {(d.domain if d.domain != "ai.onnx" else ""): d.version for d in model.opset_import}
+        self.opset = self.opsets.get("", 0)
+        if "" in self.opsets and self.opset < MIN_OPSET:
+            raise ModelLoadError(f"opset {self.opset} is older than the oldest supported ({MIN_OPSET})")
+        self.functions = {(f.domain, f.name): f for f in model.functions}
+
+    def run(self) -> Graph:
+        self._check_supported()
+        g = self.model.graph
+        return self.import_graph(g, None, g.name or "main", top=True)
+
+    # -- checks ----------------------------------------------------------------------------------
+    def _check_supported(self):
+        missing: Counter = Counter()
+
+        def walk(nodes):
+            for n in nodes:
+                fn = self.functions.get((n.domain, n.op_type))
+                if fn is not None:
+                    walk(fn.node)
+                elif find_onnx_op(n.op_type, n.domain) is None:
+                    missing[n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"] += 1
+                for a in n.attribute:
+                    for sub in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)):
+                        walk(sub.node)
+
+        walk(self.model.graph.node)
+        if missing:
+            listing = ", ".join(f"{op} (x{c})" for op, c in sorted(missing.items()))
+            raise UnsupportedOpError(f"{self.where}: {len(missing)} unsupported op type(s): {listing}",
+                                     dict(missing))
+
+    # -- tensors ---------------------------------------------------------------------------------
+    def tensor(self, t: onnx.TensorProto) -> np.ndarray:
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            self._load_external(t)
+        try:
+            arr = numpy_helper.to_array(t)
+        except Exception as e:
+            raise ModelLoadError(f"tensor '{t.name}': cannot decode ({e})") from None
+        if arr.dtype.kind in "US":
+            arr = arr.astype(object)
+        if arr.dtype == object:
+            arr = np.vectorize(lambda s: s.decode() if isinstance(s, bytes) else s, otypes=[object])(arr) \
+                if arr.size else arr
+        return arr
+
+    def _load_external(self, t: onnx.TensorProto):
+        info = {e.key: e.value for e in t.external_data}
+        loc = info.get("location", "")
+        if self.folder is None:
+            raise ModelLoadError(f"tensor '{t.name}' uses external data '{loc}', but the model was not "
+                                 "loaded from a file")
+        base = os.path.realpath(self.folder)
+        path = os.path.realpath(os.path.join(base, loc))
+        if os.path.isabs(loc) or os.path.commonpath([base, path]) != base:
+            raise ModelLoadError(f"tensor '{t.name}': external data path '{loc}' points outside the "
+                                 f"model's folder")
+        if not os.path.isfile(path):
+            raise ModelLoadError(f"tensor '{t.name}': external data file '{loc}' not found")
+        offset, length = int(info.get("offset", 0) or 0), info.get("length")
+        with open(path, "rb") as f:
+            f.seek(offset)
+            raw = f.read(int(length)) if length else f.read()
+        if length and len(raw) != int(length):
+            raise ModelLoadError(f"tensor '{t.name}': external data file '{loc}' is too short")
+        t.raw_data = raw
+        del t.external_data[:]
+        t.data_location = onnx.TensorProto.DEFAULT
+
+    # -- types -----------------------------------------------------------------------------------
+    def vtype(self, tp: onnx.TypeProto, what: str):
+        kind = tp.WhichOneof("value")
+        if kind == "tensor_type":
+            tt = tp.tensor_type
+            if tt.elem_type == 0:
+                raise ModelLoadError(f"{what}: tensor type has no element type")
+            shape = None
+            if tt.HasField("shape"):
+                shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                              for d in tt.shape.dim)
+            return dt.TensorType(shape, dt.from_onnx(tt.elem_type))
+        if kind == "sequence_type":
+            return dt.SequenceType(self.vtype(tp.sequence_type.elem_type, what))
+        if kind == "optional_type":
+            return dt.OptionalType(self.vtype(tp.optional_type.elem_type, what))
+        raise ModelLoadError(f"{what}: unsupported value type '{kind}'")
+
+    # -- graphs ----------------------------------------------------------------------------------
+    def import_graph(self, g: onnx.GraphProto, outer: Scope | None, name: str, top=False,
+                     input_types: Sequence | None = None) -> Graph:
+        b = GraphBuilder(name)
+        scope = Scope(b, outer)
+        inits = {t.name: t for t in g.initializer}
+        for t in g.sparse_initializer:
+            inits[t.values.name] = t
+        for name_, t in inits.items():
+            arr = self.tensor(t) if isinstance(t, onnx.TensorProto) else self._sparse(t)
+            scope.bind(name_, b.constant(arr, name=name_))
+        for i, vi in enumerate(g.input):
+            if vi.name in inits:
+                continue  # IR v3: initializers are listed as inputs; they are weights, not feeds
+            if vi.type.WhichOneof("value") is None and input_types is not None:
+                t = input_types[i]
+            else:
+                t = self.vtype(vi.type, f"graph input '{vi.name}'")
+            scope.bind(vi.name, b.input(vi.name, t))
+        self.import_nodes(g.node, scope)
+        outs = []
+        for vi in g.output:
+            v = scope.lookup(vi.name)
+            if v is None:
+                raise GraphError(f"graph output '{vi.name}' is not produced by any node")
+            if v.name != vi.name or any(o is v for o in outs):
+                v = b.add1("Identity", [v], name=vi.name + "_out", output_names=[vi.name])
+            outs.append(v)
+        meta = {"opset": self.opset, "producer": self.model.producer_name} if top else {}
+        return b.build(outs, doc=g.doc_string, meta=meta)
+
+    def import_nodes(self, nodes, scope: Scope):
+        for node in nodes:
+            inputs = [scope.lookup_required(n, node) if n else None for n in node.input]
+            fn = self.functions.get((node.domain, node.op_type))
+            if fn is not None:
+                outs = self._inline_function(fn, node, inputs, scope)
+            else:
+                outs = self.import_node(node, inputs, scope)
+            for oname, v in zip(node.output, outs):
+                if oname:
+                    scope.bind(oname, v)
+
+    def import_node(self, node: onnx.NodeProto, inputs, scope: Scope) -> list[Value]:
+        opdef = find_onnx_op(node.op_type, node.domain)
+        attrs, captures = {}, []
+        for a in node.attribute:
+            attrs[a.name], caps = self.attribute(a, scope, node)
+            captures.extend(caps)
+        uniq = list({id(c): c for c in captures}.values())
+        ic = ImportContext(self, scope, node, opdef, inputs, attrs, uniq)
+        where = f"node '{node.name or node.op_type}' ({node.op_type})"
+        try:
+            outs = opdef.from_onnx(ic) if opdef.from_onnx else ic.emit(opdef.name, inputs, attrs)
+        except GraphError as e:
+            msg = str(e)
+            raise GraphError(msg if msg.startswith("node ") else f"{where}: {msg}") from None
+        return list(outs)
+
+    def attribute(self, a: AttributeProto, scope: Scope, node):
+        if a.type == AttributeProto.GRAPH:
+            sub = self.import_graph(a.g, scope, a.g.name or f"{node.op_type}_{a.name}")
+            return sub, [scope.lookup(c.name) for c in sub.captures]
+        if a.type == AttributeProto.GRAPHS:
+            subs = tuple(self.import_graph(g, scope, g.name or f"{node.op_type}_{a.name}")
+                         for g in a.graphs)
+            return subs, [scope.lookup(c.name) for s in subs for c in s.captures]
+        if a.type == AttributeProto.TENSOR:
+            return self.tensor(a.t), []
+        if a.type == AttributeProto.TENSORS:
+            return tuple(self.tensor(t) for t in a.tensors), []
+        if a.type == AttributeProto.SPARSE_TENSOR:
+            return self._sparse(a.sparse_tensor), []
+        if a.type == AttributeProto.TYPE_PROTO:
+            return self.vtype(a.tp, f"attribute '{a.name}'"), []
+        if a.ref_attr_name:
+            raise GraphError(f"attribute '{a.name}' refers to a function attribute outside a function")
+        return onnx.helper.get_attribute_value(a), []
+
+    def _sparse(self, st) -> np.ndarray:
+        values = self.tensor(st.values)
+        idx = self.tensor(st.indices)
+        dense = np.zeros(int(np.prod(st.dims)), dtype=values.dtype)
+        if idx.ndim == 2:
+            idx = np.ravel_multi_index(idx.T, tuple(st.dims))
+        dense[idx] = values
+        return dense.reshape(tuple(st.dims))
+
+    def _inline_function(self, fn: onnx.FunctionProto, node, inputs, scope: Scope) -> list[Value]:
+        """Inline a model-local function: bind its formal inputs, rename its body, substitute attrs."""
+        inner = Scope(scope.builder, scope.parent, dict(scope.names))
+        for formal, actual in zip(fn.input, list(inputs) + [None] * len(fn.input)):
+            inner.names[formal] = actual
+        given = {a.name: a for a in node.attribute}
+        defaults = {a.name: a for a in fn.attribute_proto}
+        body = []
+        for n in fn.node:
+            n2 = onnx.NodeProto()
+            n2.CopyFrom(n)
+            for a in n2.attribute:
+                if a.ref_attr_name:
+                    src = given.get(a.ref_attr_name) or defaults.get(a.ref_attr_name)
+                    if src is None:
+                        n2.attribute.remove(a)
+                        continue
+                    a.CopyFrom(onnx.helper.make_attribute(a.name, onnx.helper.get_attribute_value(src)))
+            body.append(n2)
+        self.import_nodes(body, inner)
+        return [inner.lookup(o) for o in fn.output]
+
+
+class Scope:
+    """ONNX names -> Values, with lookup through enclosing graphs (creating captures)."""
+
+    def __init__(self, builder: GraphBuilder, parent: Scope | None, names: dict | None = None):
+        self.builder = builder
+        self.parent = parent
+        self.names: dict[str, Value | None] = names if names is not None else {}
+
+    def bind(self, name: str, v: Value):
+        self.names[name] = v
+
+    def lookup(self, name: str) -> Value | None:
+        if name in self.names:
+            return self.names[name]
+        if self.parent is None:
+            return None
+        outer = self.parent.lookup(name)
+        if outer is None:
+            return None
+        if outer.is_constant:  # constants need no capture: share the weight
+            self.names[name] = outer
+            return outer
+        v = self.builder.capture(name, outer.type)
+        self.names[name] = v
+        return v
+
+    def lookup_required(self, name: str, node) -> Value:
+        v = self.lookup(name)
+        if v is None:
+            raise GraphError(f"node '{node.name or node.op_type}' ({node.op_type}): input '{name}' is "
+                             "not defined by any earlier node, input or initializer")
+        return v
+
+
+class ImportContext:
+    """What an op's `from_onnx` adapter sees: the ONNX node, its inputs as Values, its raw attributes."""
+
+    def __init__(self, importer: Importer, scope: Scope, node, opdef, inputs, attrs, captures):
+        self.importer = importer
+        self.scope = scope
+        self.b: GraphBuilder = scope.builder
+        self.node = node
+        self.opdef = opdef
+        self.inputs: list[Value | None] = list(inputs)
+        self.attrs: dict = attrs
+        self.captures = captures
+        self.opset: int = importer.opsets.get(node.domain if node.domain != "ai.onnx" else "", 0)
+        self.num_outputs = len(node.output)
+        self.name = node.name or node.op_type.lower()
+
+    def error(self, message: str) -> GraphError:
+        return GraphError(f"node '{self.name}' ({self.node.op_type}): {message}")
+
+    def const(self, value, dtype: dt.DType | None = None) -> Value:
+        return self.b.constant(value, name=f"{self.name}_c", dtype=dtype)
+
+    def add(self, op: str, inputs, attrs=None, num_outputs: int = 1) -> list[Value]:
+        """An intermediate node of the adapter's expansion (generated names)."""
+        return self.b.add(op, inputs, attrs, name=f"{self.name}_{op.lower()}", num_outputs=num_outputs)
+
+    def emit(self, op: str, inputs, attrs=None) -> list[Value]:
+        """The node that produces this ONNX node's outputs (keeps the ONNX names)."""
+        return self.b.add(op, inputs, attrs, name=self.node.name or None,
+                          num_outputs=self.num_outputs, output_names=list(self.node.output),
+                          captures=self.captures)

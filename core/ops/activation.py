@@ -1,0 +1,3 @@
+"""activation ops."""
+
+from __future__ import annotations

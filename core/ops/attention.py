@@ -1,0 +1,3 @@
+"""attention ops."""
+
+from __future__ import annotations

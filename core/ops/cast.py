@@ -1,0 +1,3 @@
+"""cast ops."""
+
+from __future__ import annotations

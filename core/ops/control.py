@@ -1,0 +1,3 @@
+"""control ops."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""generator ops."""
+
+from __future__ import annotations

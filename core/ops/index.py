@@ -1,0 +1,3 @@
+"""index ops."""
+
+from __future__ import annotations

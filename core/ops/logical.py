@@ -1,0 +1,3 @@
+"""logical ops."""
+
+from __future__ import annotations

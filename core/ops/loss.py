@@ -1,0 +1,3 @@
+"""loss ops."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""matmul ops."""
+
+from __future__ import annotations

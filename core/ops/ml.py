@@ -1,0 +1,3 @@
+"""ml ops."""
+
+from __future__ import annotations

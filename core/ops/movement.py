@@ -1,0 +1,3 @@
+"""movement ops."""
+
+from __future__ import annotations

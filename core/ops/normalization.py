@@ -1,0 +1,3 @@
+"""normalization ops."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""pool ops."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""random ops."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""resize ops."""
+
+from __future__ import annotations

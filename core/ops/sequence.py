@@ -1,0 +1,3 @@
+"""sequence ops."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""signal ops."""
+
+from __future__ import annotations

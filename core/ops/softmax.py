@@ -1,0 +1,3 @@
+"""softmax ops."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""string ops."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""training ops."""
+
+from __future__ import annotations

@@ -1,0 +1,191 @@
+"""Plugin discovery: entry points in group ``glow.backends`` plus plugins.toml.
+
+A plugin that fails to import, or whose library/device is missing, is recorded as unavailable with
+its reason; the others keep working. Naming an unavailable backend explicitly raises that reason.
+
+plugins.toml (first found: $GLOW_PLUGINS_TOML, ./plugins.toml, the copy shipped in the package)::
+
+    [plugins]
+    modules = ["my_pkg.my_plugin"]   # extra plugin modules by dotted path (backends in development)
+    disabled = ["opencl"]            # backend or plugin names to skip
+
+    [[devices]]                      # logical devices (used by the partitioner)
+    name = "cpu-small"
+    backend = "cpu"
+    memory_mb = 64
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+
+import pluggy
+
+from . import hookspecs
+from .backend import API_VERSION, Backend, Device
+from .errors import BackendError, GlowError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ENTRY_POINT_GROUP = "glow.backends"
+DEFAULT_BACKEND_ORDER = ("cpu", "reference")
+
+
+@dataclass
+class BackendRecord:
+    name: str
+    backend: Backend | None
+    available: bool
+    reason: str = ""
+    source: str = ""
+    devices: list[Device] = field(default_factory=list)
+
+
+def config_path() -> str:
+    env = os.environ.get("GLOW_PLUGINS_TOML")
+    if env:
+        return env
+    if os.path.exists("plugins.toml"):
+        return os.path.abspath("plugins.toml")
+    return os.path.join(os.path.dirname(__file__), "default_plugins.toml")
+
+
+def load_config(path: str | None = None) -> dict:
+    path = path or config_path()
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        if path.endswith("default_plugins.toml"):
+            return {}
+        raise GlowError(f"{path}: plugin config not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise GlowError(f"{path}: invalid TOML ({e})") from None
+
+
+def _api_compatible(version: str) -> bool:
+    return str(version).split(".")[0] == API_VERSION.split(".")[0]
+
+
+class Registry:
+    """All backends glow knows, available or not, built once per process (or per `reload()`)."""
+
+    def __init__(self, config: dict | None = None):
+        self.config = load_config() if config is None else config
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.records: dict[str, BackendRecord] = {}
+        self.failed_plugins: dict[str, str] = {}
+        self._discover()
+
+    # -- discovery ---------------------------------------------------------------------------------
+    def _discover(self):
+        plugins_cfg = self.config.get("plugins", {})
+        disabled = set(plugins_cfg.get("disabled", []))
+        sources = []
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name in disabled:
+                continue
+            sources.append((ep.name, f"entry point {ep.value}", ep.load))
+        for mod in plugins_cfg.get("modules", []):
+            sources.append((mod, f"plugins.toml module {mod}", lambda m=mod: importlib.import_module(m)))
+        for name, source, load in sources:
+            try:
+                plugin = load()
+                if self.pm.is_registered(plugin):
+                    continue
+                self.pm.register(plugin, name=name)
+            except Exception as e:  # noqa: BLE001 - any import failure makes the plugin unavailable
+                reason = f"plugin failed to load: {type(e).__name__}: {e}"
+                self.failed_plugins[name] = reason
+                self.records[name] = BackendRecord(name, None, False, reason, source)
+                continue
+            try:
+                results = plugin.glow_backends() if hasattr(plugin, "glow_backends") else []
+            except Exception as e:  # noqa: BLE001
+                self.records[name] = BackendRecord(name, None, False,
+                                                   f"glow_backends() raised {type(e).__name__}: {e}", source)
+                continue
+            for be in results or []:
+                self._add_backend(be, source, disabled)
+        self.pm.hook.glow_configure(config=self.config)
+
+    def _add_backend(self, be, source, disabled):
+        if isinstance(be, type):
+            be = be()
+        name = getattr(be, "name", "") or ""
+        if not name:
+            self.failed_plugins[source] = "backend without a name"
+            return
+        if name in disabled:
+            return
+        if name in self.records and self.records[name].backend is not None:
+            prev = self.records[name]
+            raise GlowError(f"backend name '{name}' registered twice ({prev.source} and {source})")
+        rec = BackendRecord(name, be, True, "", source)
+        if not _api_compatible(getattr(be, "api_version", "0")):
+            rec.available = False
+            rec.reason = (f"written for glow plugin API {be.api_version}, this glow speaks {API_VERSION}")
+        else:
+            try:
+                be.check_available()
+                rec.devices = list(be.devices())
+                if not rec.devices:
+                    raise BackendError("no devices found")
+            except Exception as e:  # noqa: BLE001 - a missing library or device is a reason, not a crash
+                rec.available = False
+                rec.reason = str(e) or type(e).__name__
+        self.records[name] = rec
+
+    # -- queries -----------------------------------------------------------------------------------
+    def available(self) -> list[str]:
+        return sorted(n for n, r in self.records.items() if r.available)
+
+    def get(self, name: str) -> Backend:
+        rec = self.records.get(name)
+        if rec is None:
+            known = ", ".join(sorted(self.records)) or "none"
+            raise BackendError(f"unknown backend '{name}' (known: {known})")
+        if not rec.available:
+            raise BackendError(f"backend '{name}' is unavailable: {rec.reason}")
+        return rec.backend
+
+    def default(self) -> Backend:
+        avail = {n: r for n, r in self.records.items() if r.available}
+        for n in DEFAULT_BACKEND_ORDER:
+            if n in avail:
+                return avail[n].backend
+        if not avail:
+            raise BackendError("no backend is available (see `glow backends`)")
+        return max(avail.values(), key=lambda r: r.backend.priority).backend
+
+    def logical_devices(self) -> list[dict]:
+        return list(self.config.get("devices", []))
+
+
+_lock = threading.Lock()
+_registry: Registry | None = None
+
+
+def registry() -> Registry:
+    global _registry
+    with _lock:
+        if _registry is None:
+            _registry = Registry()
+        return _registry
+
+
+def reload(config: dict | None = None) -> Registry:
+    """Rebuild the registry (after installing a plugin, or with another config)."""
+    global _registry
+    with _lock:
+        _registry = Registry(config)
+        return _registry

@@ -1,0 +1,1 @@
+"""Testing kit: the ONNX node suite, the light models, and output comparison helpers."""
