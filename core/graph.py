@@ -201,13 +201,16 @@ class GraphBuilder:
         self._captures: list[Value] = []
         self._nodes: list[Node] = []
         self._names: set[str] = set()
+        self._node_names: set[str] = set()
         self._counter = itertools.count()
 
-    def unique_name(self, base: str) -> str:
+    def unique_name(self, base: str, pool: set | None = None) -> str:
+        """A fresh value name (or node name, with `pool=self._node_names`) starting with `base`."""
+        pool = self._names if pool is None else pool
         name = base
-        while name in self._names:
+        while name in pool:
             name = f"{base}_{next(self._counter)}"
-        self._names.add(name)
+        pool.add(name)
         return name
 
     def input(self, name: str, type) -> Value:
@@ -240,7 +243,7 @@ class GraphBuilder:
         inputs = list(inputs)
         while inputs and inputs[-1] is None:
             inputs.pop()
-        node_name = self.unique_name(name or opdef.name.lower())
+        node_name = self.unique_name(name or opdef.name.lower(), self._node_names)
         where = f"node '{node_name}' ({opdef.name})"
         full_attrs = check_node_inputs(opdef, where, inputs, attrs)
         if num_outputs is None:

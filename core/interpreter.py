@@ -72,7 +72,8 @@ def _shape_str(shape):
 def run_graph(graph: Graph, feeds: dict, *, check: bool = True) -> dict[str, object]:
     """Run `graph` on `feeds` (name -> array; captures by name too) and return its outputs by name."""
     if check:
-        plain = {k: v for k, v in feeds.items() if k in {i.name for i in graph.inputs}}
+        captured = {c.name for c in graph.captures}
+        plain = {k: v for k, v in feeds.items() if k not in captured}
         feeds = {**feeds, **check_inputs(graph, plain)}
     env: dict[int, object] = {}
     for v in graph.inputs + graph.captures:

@@ -255,26 +255,34 @@ class Importer:
         return dense.reshape(tuple(st.dims))
 
     def _inline_function(self, fn: onnx.FunctionProto, node, inputs, scope: Scope) -> list[Value]:
-        """Inline a model-local function: bind its formal inputs, rename its body, substitute attrs."""
+        """Inline a model-local function: bind formals, rename its body's values, substitute attrs."""
         inner = Scope(scope.builder, scope.parent, dict(scope.names))
+        prefix = f"{node.name or fn.name}/"
+        rename = {o: a for o, a in zip(fn.output, node.output) if a}
+        missing = set()
         for formal, actual in zip(fn.input, list(inputs) + [None] * len(fn.input)):
-            inner.names[formal] = actual
+            if actual is None:
+                missing.add(formal)
+            inner.names[prefix + formal] = actual
         given = {a.name: a for a in node.attribute}
         defaults = {a.name: a for a in fn.attribute_proto}
         body = []
         for n in fn.node:
             n2 = onnx.NodeProto()
             n2.CopyFrom(n)
-            for a in n2.attribute:
+            n2.name = prefix + (n.name or n.op_type)
+            n2.input[:] = [prefix + i if i and i not in missing else "" for i in n.input]
+            n2.output[:] = [rename.get(o, prefix + o) if o else "" for o in n.output]
+            for a in list(n2.attribute):
                 if a.ref_attr_name:
                     src = given.get(a.ref_attr_name) or defaults.get(a.ref_attr_name)
-                    if src is None:
-                        n2.attribute.remove(a)
-                        continue
-                    a.CopyFrom(onnx.helper.make_attribute(a.name, onnx.helper.get_attribute_value(src)))
+                    n2.attribute.remove(a)
+                    if src is not None:
+                        n2.attribute.append(onnx.helper.make_attribute(
+                            a.name, onnx.helper.get_attribute_value(src)))
             body.append(n2)
         self.import_nodes(body, inner)
-        return [inner.lookup(o) for o in fn.output]
+        return [inner.lookup(rename.get(o, prefix + o)) for o in fn.output]
 
 
 class Scope:

@@ -63,13 +63,13 @@ def to_dot(g: Graph) -> str:
         producer[id(v)] = "in:" + v.name
     for i, n in enumerate(g.nodes):
         nid = f"n{i}"
-        lines.append(f"  {nid} [shape=box, label={q(n.op.name + chr(10) + n.name)}];")
+        lines.append(f"  {q(nid)} [shape=box, label={q(n.op.name + chr(10) + n.name)}];")
         for v in n.all_inputs:
             if v.is_constant:
                 continue
             src = producer.get(id(v))
             if src is not None:
-                lines.append(f"  {q(src)} -> {nid} [label={q(str(v.type))}];")
+                lines.append(f"  {q(src)} -> {q(nid)} [label={q(str(v.type))}];")
         for o in n.outputs:
             producer[id(o)] = nid
     for v in g.outputs:

@@ -1,0 +1,208 @@
+"""The `glow` command line. Bad input: exit code 2 and one line on stderr, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+from .errors import GlowError, InputError
+
+EXIT_BAD_INPUT = 2
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    try:
+        return args.func(args) or 0
+    except GlowError as e:
+        print(f"glow: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("glow: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a glow bug: one line, the traceback only on request
+        if os.environ.get("GLOW_DEBUG"):
+            raise
+        print(f"glow: internal error: {type(e).__name__}: {e} (set GLOW_DEBUG=1 for a traceback)",
+              file=sys.stderr)
+        return 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="glow", description="Glow for Python: compile and run ONNX models "
+                                "on pluggable backends.")
+    sub = p.add_subparsers(title="commands", metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run a model once and print (or save) its outputs",
+                       description="Run MODEL once. Without --inputs, inputs are made from a fixed seed.")
+    r.add_argument("model", help="path to an .onnx file")
+    r.add_argument("--backend", "-b", default=None, help="backend name (default: best available)")
+    r.add_argument("--native", choices=["floor", "all"], default=None,
+                   help="restrict the backend's native ops ('floor': lower everything to primitives)")
+    r.add_argument("--inputs", metavar="IN.npz", help="inputs keyed by graph input name")
+    r.add_argument("--outputs", metavar="OUT.npz", help="write outputs here, keyed by output name")
+    r.add_argument("--seed", type=int, default=0, help="seed for generated inputs (default 0)")
+    r.set_defaults(func=cmd_run)
+
+    b = sub.add_parser("backends", help="list backends: available or not (and why), devices, ops",
+                       description="List every backend glow found, available or not.")
+    b.add_argument("--json", action="store_true", help="machine-readable output")
+    b.set_defaults(func=cmd_backends)
+
+    c = sub.add_parser("compile", help="compile a model and dump what the compiler made",
+                       description="Compile MODEL and print one of its intermediate forms.")
+    c.add_argument("model")
+    c.add_argument("--dump", choices=["graph", "dot"], default="graph",
+                   help="what to print: graph (text IR), dot (Graphviz)")
+    c.add_argument("--backend", "-b", default=None)
+    c.add_argument("--json", action="store_true", help="machine-readable output")
+    c.set_defaults(func=cmd_compile)
+    return p
+
+
+# -- run -------------------------------------------------------------------------------------------
+def cmd_run(args) -> int:
+    from . import api
+    from .onnx_import import load_onnx
+
+    from .plugins import registry
+
+    if args.backend:
+        registry().get(args.backend)  # an unknown or unavailable backend fails before any work
+    graph = load_onnx(args.model)
+    feeds = _load_inputs(args.inputs, graph) if args.inputs else make_inputs(graph, args.seed)
+    exe = api.compile(graph, backend=args.backend, native=args.native)
+    outs = exe.run(feeds)
+    for name, v in outs.items():
+        print(f"{name}: {describe(v)}")
+    if args.outputs:
+        _save_npz_atomic(args.outputs, outs)
+        print(f"wrote {len(outs)} output(s) to {args.outputs}")
+    return 0
+
+
+def make_inputs(graph, seed: int = 0) -> dict:
+    """Deterministic inputs for every graph input (symbolic dims become 1)."""
+    from . import dtypes as dt
+
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for v in graph.inputs:
+        t = v.type
+        if not isinstance(t, dt.TensorType):
+            raise InputError(f"input '{v.name}' is a {t}; pass it with --inputs")
+        shape = tuple(d if isinstance(d, int) else 1 for d in (t.shape or ()))
+        if t.dtype.is_float:
+            arr = rng.standard_normal(shape).astype(t.dtype.np)
+        elif t.dtype == dt.bool_:
+            arr = rng.integers(0, 2, shape).astype(bool)
+        elif t.dtype.is_int:
+            arr = rng.integers(0, 10, shape).astype(t.dtype.np)
+        else:
+            raise InputError(f"input '{v.name}' has type {t}; pass it with --inputs")
+        feeds[v.name] = arr
+    return feeds
+
+
+def _load_inputs(path: str, graph) -> dict:
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: no such inputs file")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            feeds = {k: z[k] for k in z.files}
+    except Exception as e:  # noqa: BLE001 - any decode failure is bad input
+        raise InputError(f"{path}: not a readable .npz file ({type(e).__name__})") from None
+    missing = [v.name for v in graph.inputs if v.name not in feeds]
+    if missing:
+        raise InputError(f"{path}: missing input(s) {missing}; it has {sorted(feeds)}")
+    return feeds
+
+
+def _save_npz_atomic(path: str, arrays: dict):
+    """Write to a temporary file in the same folder, then rename: never a partial output file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(f"{path}: folder {folder} does not exist")
+    fd, tmp = tempfile.mkstemp(suffix=".npz", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **{k: np.asarray(v) for k, v in arrays.items() if v is not None})
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def describe(v) -> str:
+    if isinstance(v, list):
+        return f"sequence of {len(v)}"
+    if v is None:
+        return "empty optional"
+    a = np.asarray(v)
+    head = f"shape={list(a.shape)} dtype={a.dtype}"
+    if a.size == 0 or a.dtype == object:
+        return head
+    f = a.astype(np.float64)
+    flat = ", ".join(f"{x:.4g}" for x in f.reshape(-1)[:4])
+    return (f"{head} min={np.nanmin(f):.4g} max={np.nanmax(f):.4g} mean={np.nanmean(f):.4g} "
+            f"first=[{flat}{', ...' if a.size > 4 else ''}]")
+
+
+# -- backends --------------------------------------------------------------------------------------
+def cmd_backends(args) -> int:
+    from .plugins import registry
+
+    reg = registry()
+    rows = []
+    for name, rec in sorted(reg.records.items()):
+        native = rec.backend.native_ops() if rec.available else []
+        rows.append({
+            "name": name, "available": rec.available, "reason": rec.reason or None,
+            "source": rec.source,
+            "devices": [{"id": d.id, "kind": d.kind, "memory_bytes": d.memory_bytes,
+                         "peak_gflops": d.peak_gflops} for d in rec.devices],
+            "native_op_count": len(native), "native_ops": sorted(native),
+        })
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        status = "available" if r["available"] else f"unavailable: {r['reason']}"
+        devs = ", ".join(d["id"] for d in r["devices"]) or "-"
+        print(f"{r['name']:<12} {status}")
+        if r["available"]:
+            print(f"{'':<12} devices: {devs}; native ops: {r['native_op_count']}")
+    return 0
+
+
+# -- compile ---------------------------------------------------------------------------------------
+def cmd_compile(args) -> int:
+    from .onnx_import import load_onnx
+    from .printer import format_graph, to_dot
+    from .verify import verify_graph
+
+    graph = load_onnx(args.model)
+    verify_graph(graph)
+    if args.dump == "dot":
+        print(to_dot(graph), end="")
+    elif args.json:
+        print(json.dumps({"name": graph.name, "nodes": len(graph.nodes), "ops": graph.op_counts(),
+                          "inputs": {v.name: str(v.type) for v in graph.inputs},
+                          "outputs": {v.name: str(v.type) for v in graph.outputs}}, indent=2))
+    else:
+        print(format_graph(graph))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""Small model builders shared by the tests."""
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+EXAMPLE_MODEL = __import__("os").path.join(__import__("os").path.dirname(__file__), "..", "core", "data",
+                                           "tiny_cnn.onnx")
+
+
+def make_model(nodes, inputs, outputs, initializers=(), opset=17, name="g"):
+    """inputs/outputs: [(name, elem_type, shape)]."""
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info(*i) for i in inputs],
+                          [helper.make_tensor_value_info(*o) for o in outputs], list(initializers))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def relu_model():
+    return make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", TensorProto.FLOAT, [2, 3])],
+                      [("y", TensorProto.FLOAT, [2, 3])])
+
+
+def add_const_model():
+    w = onnx.numpy_helper.from_array(np.arange(3, dtype=np.float32), "w")
+    return make_model([helper.make_node("Add", ["x", "w"], ["y"])], [("x", TensorProto.FLOAT, [2, 3])],
+                      [("y", TensorProto.FLOAT, [2, 3])], [w])

@@ -1,0 +1,138 @@
+"""Plugin discovery, for real: fake plugin distributions on sys.path, found through entry points."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import glow
+from glow import plugins
+
+GOOD = '''
+import glow
+from glow.backends.reference.backend import ReferenceBackend
+
+class FakeBackend(ReferenceBackend):
+    name = "fakedev"
+    description = "a fake device for tests"
+
+@glow.hookimpl
+def glow_backends():
+    return [FakeBackend()]
+'''
+
+BROKEN = '''
+raise ImportError("libfakedevice.so: cannot open shared object file")
+'''
+
+NODEVICE = '''
+import glow
+
+class NoDevice(glow.Backend):
+    name = "nodevice"
+    def check_available(self):
+        raise glow.BackendError("no NoDevice card found on the PCI bus")
+
+@glow.hookimpl
+def glow_backends():
+    return [NoDevice()]
+'''
+
+OLDAPI = '''
+import glow
+from glow.backends.reference.backend import ReferenceBackend
+
+class Old(ReferenceBackend):
+    name = "oldapi"
+    api_version = "0.3"
+
+@glow.hookimpl
+def glow_backends():
+    return [Old()]
+'''
+
+
+def make_dist(root, dist, module, source):
+    """A minimal installed distribution: module + dist-info with an entry point in glow.backends."""
+    (root / f"{module}.py").write_text(textwrap.dedent(source))
+    info = root / f"{dist}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[glow.backends]\n{dist} = {module}\n")
+
+
+@pytest.fixture
+def plugin_path(tmp_path, monkeypatch):
+    make_dist(tmp_path, "glow_backend_fakedev", "fakedev_plugin", GOOD)
+    make_dist(tmp_path, "glow_backend_broken", "broken_plugin", BROKEN)
+    make_dist(tmp_path, "glow_backend_nodevice", "nodevice_plugin", NODEVICE)
+    make_dist(tmp_path, "glow_backend_oldapi", "oldapi_plugin", OLDAPI)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    plugins.reload()
+
+
+def test_installed_plugins_are_discovered(plugin_path):
+    reg = plugins.reload({})
+    assert "fakedev" in reg.available()
+    assert "reference" in reg.available()
+    broken = reg.records["glow_backend_broken"]
+    assert not broken.available and "libfakedevice.so" in broken.reason
+    nodev = reg.records["nodevice"]
+    assert not nodev.available and "PCI bus" in nodev.reason
+    old = reg.records["oldapi"]
+    assert not old.available and "API 0.3" in old.reason
+
+
+def test_named_unavailable_backend_fails_loudly(plugin_path):
+    plugins.reload({})
+    with pytest.raises(glow.BackendError, match="nodevice.*PCI bus"):
+        glow.compile(_relu_model(), backend="nodevice")
+    with pytest.raises(glow.BackendError, match="unknown backend 'nosuch'"):
+        glow.compile(_relu_model(), backend="nosuch")
+
+
+def test_fake_backend_runs_a_model(plugin_path):
+    plugins.reload({})
+    import numpy as np
+
+    out = glow.compile(_relu_model(), backend="fakedev").run({"x": np.array([-1, 2], np.float32)})
+    assert out["y"].tolist() == [0, 2]
+
+
+def test_cli_lists_plugins(plugin_path):
+    env = dict(os.environ, PYTHONPATH=str(plugin_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-m", "glow.cli", "backends", "--json"], env=env,
+                       capture_output=True, text=True, cwd=plugin_path)
+    assert r.returncode == 0, r.stderr
+    rows = {row["name"]: row for row in json.loads(r.stdout)}
+    assert rows["fakedev"]["available"] and rows["reference"]["available"]
+    assert not rows["glow_backend_broken"]["available"]
+    text = subprocess.run([sys.executable, "-m", "glow.cli", "backends"], env=env,
+                          capture_output=True, text=True, cwd=plugin_path).stdout
+    assert "fakedev" in text and "unavailable: plugin failed to load" in text
+
+
+def test_plugins_toml_modules_and_disabled(plugin_path, tmp_path):
+    (tmp_path / "devplugin.py").write_text(textwrap.dedent(GOOD).replace("fakedev", "indevelopment"))
+    reg = plugins.reload({"plugins": {"modules": ["devplugin"], "disabled": ["fakedev"]}})
+    assert "indevelopment" in reg.available()
+    assert "fakedev" not in reg.records
+
+
+def test_duplicate_backend_names_raise(plugin_path, tmp_path):
+    (tmp_path / "dupplugin.py").write_text(textwrap.dedent(GOOD))
+    with pytest.raises(glow.GlowError, match="registered twice"):
+        plugins.reload({"plugins": {"modules": ["dupplugin"]}})
+
+
+def _relu_model():
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    g = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [2])], [h.make_tensor_value_info("y", T.FLOAT, [2])])
+    return h.make_model(g)
