@@ -39,4 +39,19 @@ def compile(model, backend: str | None = None, *, native: str | None = None,
         raise BackendError("multi-device compilation is not available yet")
     reg = registry()
     be = reg.get(backend) if backend else reg.default()
+    graph = prepare_for_backend(graph, be, native)
     return be.compile(graph, CompileOptions(native=native, threads=threads))
+
+
+def prepare_for_backend(graph: Graph, be, native: str | None = None) -> Graph:
+    """Lower every op the backend does not support natively (with `native="floor"`: every op
+    outside the primitive floor) until only supported ops remain."""
+    from .interpreter import verify_level
+    from .lowering import lower_to_supported, supports_floor
+
+    if native == "floor":
+        def supports(node):
+            return supports_floor(node) and be.supports(node)
+    else:
+        supports = be.supports
+    return lower_to_supported(graph, supports, be.name, verify=verify_level() >= 2)

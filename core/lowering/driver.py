@@ -1,0 +1,94 @@
+"""The lowering driver: rewrite unsupported nodes with their rules until all are supported."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+from .. import dtypes as dt
+from ..errors import GraphError, LoweringError
+from ..graph import Graph, Node
+from ..rewrite import rebuild
+from .floor import FLOOR
+from .registry import rule_for
+
+#: No value created by lowering one node may be larger than this many times the largest input or
+#: output of that node (im2col for convolutions is the largest expected expansion).
+MEMORY_BLOWUP_LIMIT = 16
+MAX_ROUNDS = 64
+
+
+def supports_floor(node: Node) -> bool:
+    return node.op.name in FLOOR
+
+
+def lower_to_supported(graph: Graph, supports: Callable[[Node], bool], backend: str = "backend",
+                       verify: bool = False) -> Graph:
+    """Lower every node `supports` rejects, to a fixed point. Raises LoweringError naming all
+    ops that cannot reach the backend's supported set."""
+    for _ in range(MAX_ROUNDS):
+        stuck: Counter = Counter()
+
+        def visit(rb, node, inputs):
+            if supports(node):
+                return None
+            rule = rule_for(node.op.name)
+            outs = None
+            if rule is not None:
+                before = len(rb._nodes)
+                outs = rule(rb, node, inputs)
+                if outs is not None:
+                    _check_lowered(node, outs, rb._nodes[before:])
+            if outs is None:
+                stuck[node.op.name] += 1
+            return outs
+
+        graph, changed = rebuild(graph, visit)
+        if verify:
+            from ..verify import verify_graph
+
+            verify_graph(graph)
+        if not changed:
+            if stuck:
+                listing = ", ".join(f"{op} (x{n})" for op, n in sorted(stuck.items()))
+                raise LoweringError(f"backend '{backend}' cannot run {len(stuck)} op type(s), which "
+                                    f"have no lowering to its supported ops: {listing}")
+            return graph
+    raise LoweringError(f"lowering for backend '{backend}' did not reach a fixed point in "
+                        f"{MAX_ROUNDS} rounds (a rule lowers to an op that lowers back)")
+
+
+def _nbytes(v) -> int | None:
+    t = v.type
+    return t.nbytes if isinstance(t, dt.TensorType) else None
+
+
+def _check_lowered(node: Node, outs, new_nodes):
+    """Lowered outputs keep the node's types; no intermediate blows memory up."""
+    for old, new in zip(node.outputs, outs):
+        if not _same_type(old.type, new.type):
+            raise GraphError(f"lowering of node '{node.name}' ({node.op.name}) changed output type "
+                             f"{old.type} to {new.type}")
+    sizes = [s for s in map(_nbytes, [v for v in node.all_inputs] + list(node.outputs)) if s]
+    if not sizes:
+        return
+    limit = MEMORY_BLOWUP_LIMIT * max(sizes)
+    for n in new_nodes:
+        for o in n.outputs:
+            size = _nbytes(o)
+            if size is not None and size > limit:
+                raise GraphError(f"lowering of node '{node.name}' ({node.op.name}) creates '{o.name}' "
+                                 f"({o.type}, {size} bytes), over {MEMORY_BLOWUP_LIMIT}x its largest "
+                                 f"input/output")
+
+
+def _same_type(a, b) -> bool:
+    """Same element type and no contradicting static dim (one side may know less)."""
+    if not isinstance(a, dt.TensorType) or not isinstance(b, dt.TensorType):
+        return type(a) is type(b)
+    if a.dtype != b.dtype:
+        return False
+    if a.shape is None or b.shape is None:
+        return True
+    return len(a.shape) == len(b.shape) and all(
+        not (isinstance(x, int) and isinstance(y, int)) or x == y for x, y in zip(a.shape, b.shape))

@@ -1,0 +1,3 @@
+"""Imports every group of lowering rules (registration side effects)."""
+
+from . import rules_elementwise  # noqa: F401

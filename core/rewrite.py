@@ -1,0 +1,94 @@
+"""Rebuilding graphs: the one mechanism passes and lowering use to change a graph.
+
+`rebuild(graph, visit)` copies `graph` node by node into a fresh builder. For each node,
+`visit(rb, node, inputs)` may return replacement output values (built with `rb`), or None to keep
+the node as it is. Names of kept values, graph inputs and outputs are preserved, so a rebuilt graph
+keeps its interface; constants are shared, not copied (they are immutable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .errors import GraphError
+from .graph import Graph, GraphBuilder, Node, Value
+
+
+class Rebuilder(GraphBuilder):
+    """A GraphBuilder that knows the node being replaced, for naming new nodes after it."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.current: Node | None = None
+
+    def emit(self, op, inputs, attrs=None, num_outputs: int = 1) -> list[Value]:
+        """Add a node named after the node being rewritten."""
+        base = self.current.name if self.current is not None else op.lower()
+        return self.add(op, inputs, attrs, name=f"{base}/{op if isinstance(op, str) else op.name}",
+                        num_outputs=num_outputs)
+
+    def emit1(self, op, inputs, attrs=None) -> Value:
+        return self.emit(op, inputs, attrs)[0]
+
+
+Visit = Callable[[Rebuilder, Node, Sequence], Sequence[Value] | None]
+
+
+def rebuild(graph: Graph, visit: Visit | None = None) -> tuple[Graph, bool]:
+    """Copy `graph`, letting `visit` replace nodes. Returns (new graph, whether anything changed)."""
+    rb = Rebuilder(graph.name)
+    mapping: dict[int, Value] = {}
+    for v in graph.inputs:
+        mapping[id(v)] = rb.input(v.name, v.type)
+    for v in graph.captures:
+        mapping[id(v)] = rb.capture(v.name, v.type)
+    # Reserve every original name first so that new values never take a name a kept value needs.
+    for n in graph.nodes:
+        for o in n.outputs:
+            rb._names.add(o.name)
+        rb._node_names.add(n.name)
+    changed = False
+
+    def m(v):
+        if v is None:
+            return None
+        if v.is_constant:
+            return v
+        return mapping[id(v)]
+
+    for node in graph.nodes:
+        inputs = [m(v) for v in node.inputs]
+        captures = [m(v) for v in node.captures]
+        new = None
+        if visit is not None:
+            rb.current = node
+            new = visit(rb, node, inputs)
+            rb.current = None
+        if new is None:
+            outs = _copy_node(rb, node, inputs, captures)
+        else:
+            changed = True
+            outs = list(new)
+            if len(outs) != len(node.outputs):
+                raise GraphError(f"rewrite of node '{node.name}' ({node.op.name}) gave {len(outs)} "
+                                 f"outputs, expected {len(node.outputs)}")
+        for old, nv in zip(node.outputs, outs):
+            mapping[id(old)] = nv
+    outputs = []
+    for v in graph.outputs:
+        nv = m(v)
+        if nv.name != v.name or nv.is_constant or any(o is nv for o in outputs):
+            # Keep the graph's interface: the output keeps its name through an Identity.
+            rb._names.discard(v.name)
+            nv = rb.add1("Identity", [nv], name=f"{v.name}/keep_name", output_names=[v.name])
+        outputs.append(nv)
+    return rb.build(outputs, doc=graph.doc, meta=graph.meta), changed
+
+
+def _copy_node(rb: Rebuilder, node: Node, inputs, captures) -> list[Value]:
+    """Re-add a node with its original names (the names were reserved by `rebuild`)."""
+    for o in node.outputs:
+        rb._names.discard(o.name)
+    rb._node_names.discard(node.name)
+    return rb.add(node.op, inputs, dict(node.attrs), name=node.name, num_outputs=len(node.outputs),
+                  output_names=[o.name for o in node.outputs], captures=captures)
