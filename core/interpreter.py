@@ -103,6 +103,8 @@ def run_graph(graph: Graph, feeds: dict, *, check: bool = True) -> dict[str, obj
                              f"interpreter: {type(e).__name__}: {e}") from e
         # A tuple means several outputs; anything else (array, list for a sequence) is one output.
         results = list(result) if isinstance(result, tuple) else [result]
+        # NumPy ufuncs turn 0-d arrays into scalars; values in glow are always arrays.
+        results = [np.asarray(r) if isinstance(r, np.generic) else r for r in results]
         for out, r in zip(node.outputs, results):
             if verify and isinstance(out.type, dt.TensorType):
                 _verify_result(node, out, r)

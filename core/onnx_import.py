@@ -25,7 +25,10 @@ from .errors import GlowError, GraphError, ModelLoadError, UnsupportedOpError
 from .graph import Graph, GraphBuilder, Value
 from .ops import find_onnx_op
 
-MIN_OPSET = 7
+MIN_OPSET = 6
+#: Binary ops whose opset-6-and-older form has `broadcast` (and `axis`) attributes.
+_LEGACY_BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less",
+                     "PRelu", "Gemm"}
 
 
 def load_model_proto(path_or_proto) -> tuple[onnx.ModelProto, str | None]:
@@ -216,6 +219,8 @@ class Importer:
             attrs[a.name], caps = self.attribute(a, scope, node)
             captures.extend(caps)
         uniq = list({id(c): c for c in captures}.values())
+        if self.opsets.get(node.domain or "", self.opset) < 7:
+            inputs = self._legacy_opset6(node, inputs, attrs, scope)
         ic = ImportContext(self, scope, node, opdef, inputs, attrs, uniq)
         where = f"node '{node.name or node.op_type}' ({node.op_type})"
         try:
@@ -224,6 +229,40 @@ class Importer:
             msg = str(e)
             raise GraphError(msg if msg.startswith("node ") else f"{where}: {msg}") from None
         return list(outs)
+
+    def _legacy_opset6(self, node, inputs, attrs, scope: Scope):
+        """Opset <= 6 forms: drop `is_test`, and turn explicit `broadcast`/`axis` into NumPy-style
+        broadcasting by reshaping B with trailing ones."""
+        attrs.pop("is_test", None)
+        if node.op_type == "PRelu" and len(inputs) == 2:
+            # Opset 6 PRelu: a 1-D slope of size C applies per channel (axis 1), not to the last axis.
+            x, slope = inputs
+            if slope.type.rank == 1 and (x.type.rank or 0) > 2 and slope.type.shape[0] != 1:
+                shape = np.asarray([-1] + [1] * (x.type.rank - 2), np.int64)
+                target = scope.builder.constant(shape, name=f"{node.name}_slope_shape")
+                slope = scope.builder.add1("Reshape", [slope, target], name=f"{node.name or 'prelu'}_legacy")
+                return [x, slope]
+        if node.op_type not in _LEGACY_BROADCAST:
+            return inputs
+        attrs.pop("broadcast", None)
+        axis = attrs.pop("axis", None)
+        if axis is None or node.op_type == "Gemm" or len(inputs) < 2:
+            return inputs
+        a, b = inputs[0], inputs[1]
+        ra, rb_ = a.type.rank, b.type.rank
+        if ra is None or rb_ is None or b.type.shape is None:
+            raise GraphError(f"node '{node.name or node.op_type}' ({node.op_type}): legacy broadcast "
+                             "with axis needs known ranks")
+        axis = axis % ra if ra else 0
+        trailing = ra - axis - rb_
+        if trailing <= 0:
+            return inputs
+        shape = list(b.type.shape) + [1] * trailing
+        if not all(isinstance(d, int) for d in shape):
+            shape = [0] * rb_ + [1] * trailing  # 0 copies the dim
+        target = scope.builder.constant(np.asarray(shape, np.int64), name=f"{node.name}_bshape")
+        b2 = scope.builder.add1("Reshape", [b, target], name=f"{node.name or node.op_type}_legacy_bcast")
+        return [a, b2, *inputs[2:]]
 
     def attribute(self, a: AttributeProto, scope: Scope, node):
         if a.type == AttributeProto.GRAPH:

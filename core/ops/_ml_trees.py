@@ -98,8 +98,7 @@ class Forest:
         for m in self.modes:
             if m not in range(7):
                 raise GraphError(f"{where}: node mode {m} is not one of 0..6")
-        for i, nxt in enumerate(self.true_next + self.false_next + self.roots):
-            j, leaf = nxt
+        for j, leaf in self.true_next + self.false_next + self.roots:
             if not 0 <= j < (nl if leaf else n):
                 raise GraphError(f"{where}: {'leaf' if leaf else 'node'} index {j} out of range")
         for leaf in self.leaves:

@@ -108,9 +108,21 @@ def _prelu(x, slope):
     return np.where(x < 0, slope.astype(x.dtype) * x, x)
 
 
+def _prelu_from_onnx(ic):
+    x, slope = ic.inputs[0], ic.inputs[1]
+    if ic.opset < 7 and x is not None and slope is not None and x.type.rank is not None \
+            and x.type.rank > 2 and slope.type.shape is not None and len(slope.type.shape) == 1 \
+            and slope.type.shape[0] != 1:
+        # Opset 6 and older: a 1-D slope is per channel (axis 1), not aligned with the last axis.
+        shape = np.asarray([0] + [1] * (x.type.rank - 2), np.int64)
+        slope = ic.add("Reshape", [slope, ic.const(shape)])[0]
+    return ic.emit("PRelu", [x, slope], ic.attrs)
+
+
 op("PRelu", inputs=("X:T", "slope:T"), outputs=("Y:T",),
    types={"T": FLT | {dt.int32, dt.int64, dt.uint32, dt.uint64}}, infer=_prelu_infer,
-   reference=_prelu, groups={ELEMENTWISE, ACTIVATION}, tier=Tier.HIGH, onnx_since=7,
+   reference=_prelu, groups={ELEMENTWISE, ACTIVATION}, tier=Tier.HIGH, onnx_since=6,
+   from_onnx=_prelu_from_onnx,
    doc="X for X >= 0, slope * X otherwise; slope broadcasts to X's shape.")
 
 
@@ -139,8 +151,9 @@ def _clip_from_onnx(ic):
     # they become scalar inputs of the input's type.
     x, big = ic.inputs[0], float(np.finfo(np.float32).max)
     lo, hi = ic.attrs.get("min", -big), ic.attrs.get("max", big)
-    return ic.emit("Clip", [x, ic.const(np.asarray(lo, x.type.dtype.np)),
-                            ic.const(np.asarray(hi, x.type.dtype.np))])
+    with np.errstate(over="ignore"):  # FLT_MAX in float16 is inf: the intended "no bound"
+        lo, hi = np.asarray(lo, x.type.dtype.np), np.asarray(hi, x.type.dtype.np)
+    return ic.emit("Clip", [x, ic.const(lo), ic.const(hi)])
 
 
 op("Clip", inputs=("input:T", "min:T?", "max:T?"), outputs=("output:T",), types={"T": NUM},

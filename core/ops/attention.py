@@ -37,6 +37,12 @@ def _same(ctx, what, a, b):
         raise ctx.error(f"{what}: {a} != {b}")
 
 
+def _conflict(shape, want) -> bool:
+    """Whether a shape contradicts an expected one (different rank, or two known dims differ)."""
+    return len(shape) != len(want) or any(isinstance(a, int) and isinstance(b, int) and a != b
+                                          for a, b in zip(shape, want))
+
+
 def _heads_first(x, heads):
     """(B, S, H*D) -> (B, H, S, D)."""
     b, s, hd = x.shape
@@ -62,6 +68,12 @@ def _softmax(x):
     return e / np.where(s == 0, 1, s).astype(x.dtype)
 
 
+def _check_scale(ctx):
+    scale = ctx.attrs["scale"]
+    if scale is not None and not scale > 0:
+        raise ctx.error(f"scale must be positive (sqrt(scale) multiplies both Q and K), got {scale}")
+
+
 # -- Attention -----------------------------------------------------------------------------------
 
 def _attention_infer(ctx):
@@ -73,6 +85,9 @@ def _attention_infer(ctx):
             raise ctx.error(f"{w} must be -1 or nonnegative, got {a[w]}")
     if a["softmax_precision"] is not None and a["softmax_precision"] not in _SOFTMAX_PRECISIONS:
         raise ctx.error(f"softmax_precision must be a float type, got {a['softmax_precision']}")
+    _check_scale(ctx)
+    if a["softcap"] < 0:
+        raise ctx.error(f"softcap must be nonnegative (0 = off), got {a['softcap']}")
     if ctx.has(4) != ctx.has(5):
         raise ctx.error("past_key and past_value must be given together")
     if ctx.has(6) and ctx.has(4):
@@ -113,8 +128,7 @@ def _attention_infer(ctx):
     if ctx.has(4):
         for i, name, last in ((4, "past_key", dk), (5, "past_value", dv)):
             p = ctx.shape(i)
-            if p is not None and (len(p) != 4 or any(isinstance(x, int) and isinstance(y, int) and x != y
-                                                     for x, y in zip(p, (batch, hkv, None, last)))):
+            if p is not None and _conflict(p, (batch, hkv, None, last)):
                 raise ctx.error(f"{name} shape {list(p)} must be (batch, kv_num_heads, past_len, head_size)")
         past = (ctx.shape(4) or (None,) * 4)[2]
         total = _add(past, skv)
@@ -263,7 +277,7 @@ def _linear_attention_infer(ctx):
     state = (batch, hkv, dk, dv)
     if ctx.has(3) and ctx.shape(3) is not None:
         p = ctx.shape(3)
-        if len(p) != 4 or any(isinstance(x, int) and isinstance(y, int) and x != y for x, y in zip(p, state)):
+        if _conflict(p, state):
             raise ctx.error(f"past_state shape {list(p)} must be (B, kv_num_heads, d_k, d_v) = {list(state)}")
     sdt = ctx.dtype(3) if ctx.has(3) else ctx.dtype(0)
     return [dt.TensorType((batch, seq, _mul(hq, dv)), ctx.dtype(0)), dt.TensorType(state, sdt)]
@@ -324,6 +338,7 @@ def _flex_infer(ctx):
     for i, name in enumerate("QKV"):
         if ctx.rank(i) not in (None, 4):
             raise ctx.error(f"{name} must have rank 4, got shape {list(ctx.shape(i))}")
+    _check_scale(ctx)
     prec = ctx.attrs["softmax_precision"]
     if prec is not None and prec not in _SOFTMAX_PRECISIONS:
         raise ctx.error(f"softmax_precision must be a float type, got {prec}")
@@ -402,8 +417,8 @@ def _rotary_infer(ctx):
         if s is None:
             continue
         if len(s) != want:
-            raise ctx.error(f"{name} must have rank {want} {'with' if want == 2 else 'without'} position_ids, "
-                            f"got shape {list(s)}")
+            how = "with" if want == 2 else "without"
+            raise ctx.error(f"{name} must have rank {want} {how} position_ids, got shape {list(s)}")
         if isinstance(rot, int):
             _same(ctx, f"{name} last dim vs rotary_embedding_dim / 2", s[-1], rot // 2)
     return [ctx.input(0)]
@@ -442,8 +457,7 @@ op("RotaryEmbedding", inputs=("X:T", "cos_cache:T", "sin_cache:T", "position_ids
 
 def _swiglu_infer(ctx):
     a, b = ctx.shape(0), ctx.shape(1)
-    if a is not None and b is not None and (
-            len(a) != len(b) or any(isinstance(x, int) and isinstance(y, int) and x != y for x, y in zip(a, b))):
+    if a is not None and b is not None and _conflict(a, b):
         raise ctx.error(f"A and B must have the same shape (no broadcasting), got {list(a)} and {list(b)}")
     return [ctx.input(0)]
 

@@ -163,9 +163,10 @@ def _range_ref(start, limit, delta, stash_type=dt.float32):
 
 def _range_from_onnx(ic):
     attrs = dict(ic.attrs)
-    if ic.opset < 27 and "stash_type" not in attrs and ic.inputs[0] is not None:
-        # before opset 27, float16/bfloat16 ranges were computed in their own type
-        attrs["stash_type"] = ic.inputs[0].type.dtype
+    x = ic.inputs[0]
+    low = x is not None and getattr(x.type, "dtype", None) in (dt.float16, dt.bfloat16)
+    if ic.opset < 27 and low and "stash_type" not in attrs:
+        attrs["stash_type"] = x.type.dtype  # before opset 27 these were computed in their own type
     return ic.emit("Range", ic.inputs, attrs)
 
 

@@ -49,7 +49,8 @@ def _gather_infer(ctx):
 
 def _gather_ref(data, indices, axis=0):
     axis %= data.ndim
-    return np.take(data, _norm_index(indices, data.shape[axis]), axis=axis)
+    # np.take returns a NumPy scalar for a scalar index; the interpreter wants an ndarray
+    return np.asarray(np.take(data, _norm_index(indices, data.shape[axis]), axis=axis))
 
 
 op("Gather", inputs=("data:T", "indices:Tind"), outputs=("output:T",),

@@ -39,7 +39,7 @@ def _matmul_infer(ctx):
 
 
 def _matmul(a, b):
-    return np.matmul(wide(a), wide(b)).astype(a.dtype)
+    return np.asarray(np.matmul(wide(a), wide(b))).astype(a.dtype)
 
 
 op("MatMul", inputs=("A:T", "B:T"), outputs=("Y:T",), types={"T": MM}, infer=_matmul_infer,

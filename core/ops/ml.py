@@ -1,6 +1,11 @@
-"""Classic ML ops of the ai.onnx.ml domain: LabelEncoder, TreeEnsemble (and its deprecated
-Regressor/Classifier forms), ArrayFeatureExtractor, Binarizer, Normalizer, Scaler, Imputer,
+"""Classic ML ops of the ai.onnx.ml domain: LabelEncoder, TreeEnsemble (and the deprecated
+TreeEnsembleRegressor), ArrayFeatureExtractor, Binarizer, Normalizer, Scaler, Imputer,
 OneHotEncoder, FeatureVectorizer, LinearRegressor, LinearClassifier.
+
+The deprecated TreeEnsembleClassifier is left out on purpose: its two-class score conventions
+differ between ONNX's reference and onnxruntime; TreeEnsemble + ArgMax + LabelEncoder replace it.
+Where the spec is silent, these follow ONNX's reference implementation (noted where onnxruntime
+differs).
 """
 
 from __future__ import annotations
@@ -11,8 +16,8 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import GraphError
-from ._shape import numel, same_as
 from ._ml_trees import LEGACY_TREE_ATTRS, TREE_ATTRS, Forest, legacy_forest, post_transform
+from ._shape import numel, same_as
 from .registry import ML, Attr, Tier, op
 
 DOMAIN = "ai.onnx.ml"
@@ -160,7 +165,8 @@ def _tree_infer(ctx):
 
 def _tree_ref(x, **a):
     forest = Forest.from_attrs(a, "TreeEnsemble")
-    scores = forest.aggregate(x)
+    # The scores are X-typed values before the transform (a float32 sum of 0.4 and 0.6 is 1).
+    scores = forest.aggregate(x.astype(np.float64)).astype(x.dtype)
     return post_transform(scores, a["post_transform"]).astype(x.dtype)
 
 
@@ -171,23 +177,18 @@ ml_op("TreeEnsemble", inputs=("X:T",), outputs=("Y:T",),
           "target and applying the post-transform.")
 
 
-def _legacy_rows(ctx):
-    n, _ = _as_2d_rows(ctx)
-    return n
-
-
 def _tree_reg_infer(ctx):
     try:
         forest = legacy_forest(ctx.attrs, "target", "attributes")
     except GraphError as e:
         raise ctx.error(str(e)) from None
-    return [dt.TensorType((_legacy_rows(ctx), forest.n_targets), dt.float32)]
+    return [dt.TensorType((_as_2d_rows(ctx)[0], forest.n_targets), dt.float32)]
 
 
 def _tree_reg_ref(x, **a):
     forest = legacy_forest(a, "target", "TreeEnsembleRegressor")
     x = np.asarray(x, np.float64).reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
-    scores = forest.aggregate(x)
+    scores = forest.aggregate(x).astype(np.float32)
     return post_transform(scores, a["post_transform"]).astype(np.float32)
 
 
@@ -200,62 +201,6 @@ ml_op("TreeEnsembleRegressor", inputs=("X:T",), outputs=("Y:F",), types={"T": NU
                                  Attr("aggregate_function", "string", "SUM")),
       infer=_tree_reg_infer, reference=_tree_reg_ref, onnx_since=3,
       doc="Deprecated tree-ensemble regressor (node ids per tree); same evaluation as TreeEnsemble.")
-
-
-def _class_labels(a, where):
-    ints, strs = a["classlabels_int64s"], a["classlabels_strings"]
-    if (ints is None) == (strs is None):
-        raise GraphError(f"{where}: exactly one of classlabels_int64s and classlabels_strings "
-                         "must be given")
-    return (list(strs), dt.string) if strs is not None else (list(ints), dt.int64)
-
-
-def _tree_cls_infer(ctx):
-    try:
-        labels, lt = _class_labels(ctx.attrs, "attributes")
-        legacy_forest(ctx.attrs, "class", "attributes", n_targets=len(labels))
-    except GraphError as e:
-        raise ctx.error(str(e)) from None
-    n = _legacy_rows(ctx)
-    return [dt.TensorType((n,), lt), dt.TensorType((n, len(labels)), dt.float32)]
-
-
-def _binary_expand(raw, used, transform):
-    """Two classes but votes for only one: its score s becomes the pair [1 - s, s] (no transform
-    or PROBIT) or [-s, s] (the others), as ONNX's reference defines it."""
-    s = raw[:, used[0]]
-    first = 1.0 - s if transform in ("NONE", "PROBIT") else -s
-    return np.stack([first, s], axis=1)
-
-
-def _labels_of(scores, labels, lt):
-    out = np.empty(scores.shape[0], dtype=lt.np)
-    out[:] = [labels[i] for i in np.argmax(scores, axis=1)]
-    return out
-
-
-def _tree_cls_ref(x, **a):
-    labels, lt = _class_labels(a, "TreeEnsembleClassifier")
-    forest = legacy_forest(a, "class", "TreeEnsembleClassifier", n_targets=len(labels))
-    x = np.asarray(x, np.float64).reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
-    raw = forest.aggregate(x)
-    used = forest.targets_used()
-    if len(labels) == 2 and len(used) == 1:
-        raw = _binary_expand(raw, used, a["post_transform"])
-    scores = post_transform(raw, a["post_transform"])
-    return _labels_of(scores, labels, lt), scores.astype(np.float32)
-
-
-ml_op("TreeEnsembleClassifier", inputs=("X:T1",), outputs=("Y:T2", "Z:F"),
-      types={"T1": NUM4, "T2": frozenset({dt.string, dt.int64}), "F": F32},
-      attrs=LEGACY_TREE_ATTRS + (Attr("class_ids", "ints", None), Attr("class_nodeids", "ints", None),
-                                 Attr("class_treeids", "ints", None),
-                                 Attr("class_weights", "floats", None),
-                                 Attr("class_weights_as_tensor", "tensor", None),
-                                 Attr("classlabels_int64s", "ints", None),
-                                 Attr("classlabels_strings", "strings", None)),
-      infer=_tree_cls_infer, reference=_tree_cls_ref, onnx_since=3,
-      doc="Deprecated tree-ensemble classifier: per-class scores and the top class label.")
 
 
 # -- ArrayFeatureExtractor -------------------------------------------------------------------------
@@ -509,8 +454,11 @@ ml_op("LinearRegressor", inputs=("X:T",), outputs=("Y:F",), types={"T": NUM4, "F
 
 def _lincls_model(a, features, where):
     """Labels, label type and the [classes or 1, F] weights and intercepts; F may be unknown."""
-    labels, lt = _class_labels({"classlabels_int64s": a["classlabels_ints"],
-                                "classlabels_strings": a["classlabels_strings"]}, where)
+    ints, strs = a["classlabels_ints"], a["classlabels_strings"]
+    if (ints is None) == (strs is None):
+        raise GraphError(f"{where}: exactly one of classlabels_ints and classlabels_strings must be "
+                         "given")
+    labels, lt = (list(strs), dt.string) if strs is not None else (list(ints), dt.int64)
     if a["post_transform"] not in _TRANSFORMS:
         raise GraphError(f"{where}: post_transform must be one of {list(_TRANSFORMS)}")
     coef = np.asarray(a["coefficients"], np.float64)
@@ -520,7 +468,8 @@ def _lincls_model(a, features, where):
         raise GraphError(f"{where}: {coef.size} coefficients do not split into rows of {features} "
                          "features")
     w = coef.reshape(-1, features)
-    # Two classes may be given one row: the score of the second class.
+    # Two classes may be given one row, the second class's score s: the scores are then [-s, s]
+    # (ONNX's reference; onnxruntime gives [1 - s, s] without a transform).
     if w.shape[0] != len(labels) and not (len(labels) == 2 and w.shape[0] == 1):
         raise GraphError(f"{where}: {w.shape[0]} rows of coefficients for {len(labels)} classes")
     b = np.asarray(a["intercepts"] or [0.0] * w.shape[0], np.float64)
@@ -545,7 +494,9 @@ def _lincls_ref(x, **a):
     if w.shape[0] == 1 and len(labels) == 2:
         raw = np.stack([-raw[:, 0], raw[:, 0]], axis=1)
     scores = post_transform(raw, a["post_transform"])
-    return _labels_of(scores, labels, lt), scores.astype(np.float32)
+    out = np.empty(scores.shape[0], dtype=lt.np)
+    out[:] = [labels[i] for i in np.argmax(scores, axis=1)]
+    return out, scores.astype(np.float32)
 
 
 ml_op("LinearClassifier", inputs=("X:T1",), outputs=("Y:T2", "Z:F"),

@@ -63,19 +63,15 @@ def _activations(attrs, defaults: tuple[str, ...], num_dirs: int) -> list[list]:
     return [fns[d * per_dir:(d + 1) * per_dir] for d in range(num_dirs)]
 
 
-def _check_dim(ctx, what, got, want):
-    if isinstance(got, int) and isinstance(want, int) and got != want:
-        raise ctx.error(f"{what} is {got}, expected {want}")
-
-
 def _check_shape(ctx, i, name, want):
     if not ctx.has(i) or ctx.shape(i) is None:
         return
     shape = ctx.shape(i)
     if len(shape) != len(want):
         raise ctx.error(f"{name} must have rank {len(want)}, got shape {list(shape)}")
-    for k, (g, w) in enumerate(zip(shape, want)):
-        _check_dim(ctx, f"{name} dim {k}", g, w)
+    if any(isinstance(g, int) and isinstance(w, int) and g != w for g, w in zip(shape, want)):
+        shown = ["?" if not isinstance(w, int) else w for w in want]
+        raise ctx.error(f"{name} has shape {list(shape)}, expected {shown}")
 
 
 def _recurrent_infer(gates: int, defaults: tuple[str, ...], n_outputs: int):

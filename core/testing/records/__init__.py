@@ -1,0 +1,1 @@
+"""Op records by group; each module defines `RECORDS: list[OpRecord]`."""
