@@ -25,10 +25,13 @@ from .errors import GlowError, GraphError, ModelLoadError, UnsupportedOpError
 from .graph import Graph, GraphBuilder, Value
 from .ops import find_onnx_op
 
-MIN_OPSET = 6
+#: Models of any opset import; ops whose old forms differ are rewritten by their `from_onnx`
+#: adapters (and opset <= 6 attributes by `_legacy_opset6`); a form glow cannot read is a
+#: GraphError naming the node.
+MIN_OPSET = 1
 #: Binary ops whose opset-6-and-older form has `broadcast` (and `axis`) attributes.
 _LEGACY_BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less",
-                     "PRelu", "Gemm"}
+                     "Gemm"}
 
 
 def load_model_proto(path_or_proto) -> tuple[onnx.ModelProto, str | None]:
@@ -234,14 +237,7 @@ class Importer:
         """Opset <= 6 forms: drop `is_test`, and turn explicit `broadcast`/`axis` into NumPy-style
         broadcasting by reshaping B with trailing ones."""
         attrs.pop("is_test", None)
-        if node.op_type == "PRelu" and len(inputs) == 2:
-            # Opset 6 PRelu: a 1-D slope of size C applies per channel (axis 1), not to the last axis.
-            x, slope = inputs
-            if slope.type.rank == 1 and (x.type.rank or 0) > 2 and slope.type.shape[0] != 1:
-                shape = np.asarray([-1] + [1] * (x.type.rank - 2), np.int64)
-                target = scope.builder.constant(shape, name=f"{node.name}_slope_shape")
-                slope = scope.builder.add1("Reshape", [slope, target], name=f"{node.name or 'prelu'}_legacy")
-                return [x, slope]
+        attrs.pop("consumed_inputs", None)  # opset 1-5 in-place hint, meaningless here
         if node.op_type not in _LEGACY_BROADCAST:
             return inputs
         attrs.pop("broadcast", None)

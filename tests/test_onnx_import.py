@@ -60,10 +60,14 @@ def test_undefined_input_is_named():
         glow.load_onnx(m)
 
 
-def test_too_old_opset_is_rejected():
-    with pytest.raises(glow.ModelLoadError, match="opset 5 is older"):
-        glow.load_onnx(make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", TensorProto.FLOAT, [2])],
-                                  [("y", TensorProto.FLOAT, [2])], opset=5))
+def test_old_opset_forms_are_rewritten():
+    # Opset 6: explicit broadcast with axis aligns B at axis 1 (NumPy would align it at the end).
+    nodes = [helper.make_node("Add", ["x", "b"], ["y"], broadcast=1, axis=1)]
+    m = make_model(nodes, [("x", TensorProto.FLOAT, [2, 3, 4]), ("b", TensorProto.FLOAT, [3])],
+                   [("y", TensorProto.FLOAT, [2, 3, 4])], opset=6)
+    x, b = np.zeros((2, 3, 4), np.float32), np.array([1, 2, 3], np.float32)
+    out = glow.compile(m, backend="reference").run({"x": x, "b": b})
+    np.testing.assert_array_equal(out["y"], x + b[:, None])
 
 
 def test_bytes_and_garbage():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from .registry import NN, Attr, Tier, op
+from .registry import ACTIVATION, ELEMENTWISE, NN, Attr, Tier, op
 
 FLT = frozenset({dt.float32, dt.float64, dt.float16, dt.bfloat16})
 FLT3 = frozenset({dt.float32, dt.float16, dt.bfloat16})
@@ -469,5 +469,5 @@ def _swiglu_ref(A, B, *, alpha):
 
 op("SwiGLU", inputs=("A:T", "B:T"), outputs=("Y:T",), types={"T": FLT},
    attrs=(Attr("alpha", "float", 1.0),), infer=_swiglu_infer, reference=_swiglu_ref,
-   groups={NN}, tier=Tier.HIGH, onnx_since=28,
+   groups={ACTIVATION, ELEMENTWISE}, tier=Tier.HIGH, onnx_since=28,
    doc="Swish-gated linear unit: A * sigmoid(alpha * A) * B, for same-shape A and B.")

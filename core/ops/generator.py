@@ -114,16 +114,18 @@ RANGE_TYPES = frozenset({dt.float32, dt.float64, dt.int16, dt.int32, dt.int64, d
 
 
 def _range_count(start, limit, delta):
+    """max(ceil((limit - start) / delta), 0), computed in the inputs' own type (0-D arrays) as
+    ONNX does: exactly for integers, and with float32 rounding for float32 inputs."""
     if delta == 0:
         raise ValueError("delta must be non-zero")
-    if isinstance(start, int) and isinstance(limit, int) and isinstance(delta, int):
-        return max(0, -((start - limit) // delta))  # exact ceil((limit - start) / delta)
-    return max(0, math.ceil((limit - start) / delta))
+    if start.dtype.kind in "iu":
+        s, lim, d = int(start), int(limit), int(delta)
+        return max(0, -((s - lim) // d))
+    return max(0, math.ceil(float((limit - start) / delta)))
 
 
-def _scalar(v):
-    v = np.asarray(v).reshape(-1)[0]
-    return int(v) if np.issubdtype(np.asarray(v).dtype, np.integer) else float(v)
+def _scalars(vals, npdt):
+    return [np.asarray(v).reshape(-1)[0].astype(npdt) for v in vals]
 
 
 def _stash(dtype, stash_type):
@@ -145,7 +147,7 @@ def _range_infer(ctx):
     if any(v is None for v in vals):
         return [dt.TensorType((None,), ctx.dtype(0))]
     npdt = _stash(ctx.dtype(0), st)
-    start, limit, delta = (_scalar(np.asarray(v).astype(npdt)) for v in vals)
+    start, limit, delta = _scalars(vals, npdt)
     if delta == 0:
         raise ctx.error("delta must be non-zero")
     return [dt.TensorType((_range_count(start, limit, delta),), ctx.dtype(0))]
@@ -154,11 +156,10 @@ def _range_infer(ctx):
 def _range_ref(start, limit, delta, stash_type=dt.float32):
     out = start.dtype
     npdt = _stash(dt.from_numpy(out), stash_type)
-    s, lim, d = (_scalar(np.asarray(v).astype(npdt)) for v in (start, limit, delta))
+    s, lim, d = _scalars((start, limit, delta), npdt)
     n = _range_count(s, lim, d)
     # start + i * delta, each element computed directly (no running sum to drift)
-    vals = np.asarray(s, npdt) + np.arange(n).astype(npdt) * np.asarray(d, npdt)
-    return vals.astype(npdt).astype(out)
+    return (s + np.arange(n).astype(npdt) * d).astype(npdt).astype(out)
 
 
 def _range_from_onnx(ic):

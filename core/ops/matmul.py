@@ -123,21 +123,21 @@ def _parse_einsum(equation: str, ranks: list[int], fail) -> _Equation:
             raise fail(f"equation '{equation}': unexpected character(s) {''.join(sorted(set(bad)))!r}")
         used.update(body)
     spare = [ch for ch in _LETTERS if ch not in used]
-    n_ell = 0
+    ell_ranks = set()
     for t, r in zip(terms, ranks):
         letters = len(t.replace("...", ""))
-        if "..." in t:
-            n_ell = max(n_ell, r - letters)
-            if r < letters:
-                raise fail(f"operand '{t}' names {letters} dims, but its input has rank {r}")
-        elif letters != r:
+        if r < letters or ("..." not in t and r != letters):
             raise fail(f"operand '{t}' names {letters} dims, but its input has rank {r}")
+        if "..." in t:
+            ell_ranks.add(r - letters)
+    if len(ell_ranks) > 1:  # ONNX: every '...' stands for the same number of dims
+        raise fail(f"equation '{equation}': '...' stands for {sorted(ell_ranks)} dims in different "
+                   "operands")
+    n_ell = ell_ranks.pop() if ell_ranks else 0
     if n_ell > len(spare):
         raise fail("too many dimensions for einsum")
     ell = "".join(spare[:n_ell])
-    # Ellipsis dims are right-aligned across operands, like broadcasting.
-    full = [t.replace("...", ell[n_ell - (r - len(t.replace("...", ""))):]) if "..." in t else t
-            for t, r in zip(terms, ranks)]
+    full = [t.replace("...", ell) for t in terms]
     if arrow:
         if rhs.count("...") and not n_ell:
             rhs = rhs.replace("...", "")

@@ -13,7 +13,6 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ._shape import broadcast_shapes
 from .reduce import float_work, wide
 from .registry import NN, NORM, Attr, Tier, op
 
@@ -166,11 +165,10 @@ def _unidirectional(ctx, i, what, target):
     s = ctx.shape(i)
     if s is None or target is None:
         return
-    if len(s) > len(target) or broadcast_shapes(ctx, s, target) is None:
-        raise ctx.error(f"{what} of shape {list(s)} does not broadcast to {list(target)}")
-    for d, t in zip(reversed(s), reversed(target)):
-        if isinstance(d, int) and d != 1 and isinstance(t, int) and d != t:
-            raise ctx.error(f"{what} of shape {list(s)} does not broadcast to {list(target)}")
+    bad = len(s) > len(target) or any(isinstance(d, int) and d != 1 and isinstance(t, int) and d != t
+                                      for d, t in zip(reversed(s), reversed(target)))
+    if bad:
+        raise ctx.error(f"{what} of shape {list(s)} does not broadcast to X's shape {list(target)}")
 
 
 def _layer_norm_infer(ctx):

@@ -257,22 +257,30 @@ def _maxunpool_infer(ctx):
 def _maxunpool_ref(x, i, output_shape=None, *, kernel_shape, pads, strides):
     if x.shape != i.shape:
         raise ValueError(f"indices shape {list(i.shape)} differs from the input shape {list(x.shape)}")
-    if output_shape is not None:
-        shape = [int(v) for v in np.asarray(output_shape).reshape(-1)]
-    else:
-        shape = list(x.shape[:2]) + _unpool_dims(ValueError, list(x.shape[2:]),
-                                                 dict(kernel_shape=kernel_shape, pads=pads,
-                                                      strides=strides))
+    shape = list(x.shape[:2]) + _unpool_dims(ValueError, list(x.shape[2:]),
+                                             dict(kernel_shape=kernel_shape, pads=pads, strides=strides))
     y = np.zeros(math.prod(shape), x.dtype)
     flat = i.reshape(-1)
     if flat.size and (flat.min() < 0 or flat.max() >= y.size):
-        raise ValueError(f"an index is outside the output of shape {shape}")
+        raise ValueError(f"an index is outside the unpooled shape {shape}")
     y[flat] = x.reshape(-1)
-    return y.reshape(shape)
+    y = y.reshape(shape)
+    if output_shape is None:
+        return y
+    # As in ONNX's reference and test data, indices address the inferred shape; output_shape only
+    # pads (or crops) that result at the end of each axis.
+    want = [int(v) for v in np.asarray(output_shape).reshape(-1)]
+    if len(want) != y.ndim:
+        raise ValueError(f"output_shape {want} has {len(want)} entries, the input has rank {y.ndim}")
+    res = np.zeros(want, x.dtype)
+    common = tuple(slice(0, min(a, b)) for a, b in zip(want, shape))
+    res[common] = y[common]
+    return res
 
 
 op("MaxUnpool", inputs=("X:T1", "I:T2", "output_shape:T2?"), outputs=("output:T1",),
    types={"T1": FLT, "T2": I64},
    attrs=(Attr("kernel_shape", "ints"), Attr("pads", "ints", None), Attr("strides", "ints", None)),
    infer=_maxunpool_infer, reference=_maxunpool_ref, groups={POOL}, tier=Tier.HIGH, onnx_since=9,
-   doc="Partial inverse of MaxPool: scatters X to the flat positions I in a zero tensor.")
+   doc="Partial inverse of MaxPool: scatters X to the flat positions I in a zero tensor "
+       "(then zero-extended to output_shape when given).")

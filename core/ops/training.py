@@ -61,9 +61,13 @@ def _f64(a):
     return np.asarray(a, dtype=np.float64)
 
 
+def _scalar(a) -> float:
+    return float(np.asarray(a, dtype=np.float64).reshape(-1)[0])
+
+
 def _adagrad_ref(R, T, *inputs, decay_factor=0.0, epsilon=1e-6, norm_coefficient=0.0):
     xs, gs, hs = _split(inputs, 3)
-    r = _f64(R) / (1 + _f64(T) * decay_factor)  # decayed learning rate
+    r = _scalar(R) / (1 + _scalar(T) * decay_factor)  # decayed learning rate
     new_x, new_h = [], []
     for x, g, h in zip(xs, gs, hs):
         g_reg = norm_coefficient * _f64(x) + _f64(g)  # gradient of the L2 regularization term added
@@ -84,8 +88,7 @@ op("Adagrad", inputs=("R:T1", "T:T2", "inputs:T3*"), outputs=("outputs:T3*",), t
 def _adam_ref(R, T, *inputs, alpha=0.9, beta=0.999, epsilon=1e-6, norm_coefficient=0.0,
               norm_coefficient_post=0.0):
     xs, gs, vs, hs = _split(inputs, 4)
-    t = float(_f64(T))
-    r = _f64(R)
+    t, r = _scalar(T), _scalar(R)
     if t > 0:  # bias correction of both moments
         r = r * np.sqrt(1 - beta ** t) / (1 - alpha ** t)
     new_x, new_v, new_h = [], [], []
@@ -116,8 +119,8 @@ def _momentum_infer(ctx):
 
 def _momentum_ref(R, T, *inputs, alpha, beta, mode, norm_coefficient):
     xs, gs, vs = _split(inputs, 3)
-    r = _f64(R)
-    b = beta if float(_f64(T)) > 0 else 1.0  # the first step takes the whole gradient
+    r = _scalar(R)
+    b = beta if _scalar(T) > 0 else 1.0  # the first step takes the whole gradient
     new_x, new_v = [], []
     for x, g, v in zip(xs, gs, vs):
         g_reg = norm_coefficient * _f64(x) + _f64(g)
