@@ -227,7 +227,7 @@ class Importer:
         ic = ImportContext(self, scope, node, opdef, inputs, attrs, uniq)
         where = f"node '{node.name or node.op_type}' ({node.op_type})"
         try:
-            outs = opdef.from_onnx(ic) if opdef.from_onnx else ic.emit(opdef.name, inputs, attrs)
+            outs = opdef.from_onnx(ic) if opdef.from_onnx else ic.emit(opdef, inputs, attrs)
         except GraphError as e:
             msg = str(e)
             raise GraphError(msg if msg.startswith("node ") else f"{where}: {msg}") from None
@@ -380,7 +380,7 @@ class ImportContext:
         """An intermediate node of the adapter's expansion (generated names)."""
         return self.b.add(op, inputs, attrs, name=f"{self.name}_{op.lower()}", num_outputs=num_outputs)
 
-    def emit(self, op: str, inputs, attrs=None) -> list[Value]:
+    def emit(self, op, inputs, attrs=None) -> list[Value]:
         """The node that produces this ONNX node's outputs (keeps the ONNX names)."""
         return self.b.add(op, inputs, attrs, name=self.node.name or None,
                           num_outputs=self.num_outputs, output_names=list(self.node.output),

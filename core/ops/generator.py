@@ -12,8 +12,8 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
+from ._movement_util import ALL, I64, STD, fold_small, scalar_of, value_len, zero_of
 from ._shape import ints, numel
-from .movement import ALL, I64, STD, fold_small, scalar_of, value_len, zero_of
 from .registry import GENERATOR, Attr, Tier, op
 
 # -- ConstantOfShape -----------------------------------------------------------------------------

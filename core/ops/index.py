@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
+from ._movement_util import I64, IND, STD, fold_small, merge_dim, scalar_of
 from ._shape import ints, numel
-from .movement import I64, IND, STD, merge_dim, scalar_of
 from .registry import MOVEMENT, Attr, Tier, op
 
 
@@ -355,7 +355,8 @@ def _onehot_ref(indices, depth, values, axis=-1):
 
 op("OneHot", inputs=("indices:T1", "depth:T2", "values:T3"), outputs=("output:T3",),
    types={"T1": dt.NUMERIC, "T2": dt.NUMERIC, "T3": STD}, attrs=(Attr("axis", "int", -1),),
-   infer=_onehot_infer, reference=_onehot_ref, tier=Tier.HIGH, onnx_since=9,
+   infer=_onehot_infer, reference=_onehot_ref, known_value=fold_small(_onehot_infer, _onehot_ref),
+   tier=Tier.HIGH, onnx_since=9,
    doc="One-hot encoding along a new `axis` of size depth: on_value at each index, off_value "
        "elsewhere (values = [off, on]).")
 

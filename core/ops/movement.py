@@ -11,99 +11,22 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ._shape import broadcast_shapes, ints, numel
+from ._movement_util import (
+    ALL,
+    I64,
+    IND,
+    STD,
+    RefCtx,
+    attr_input,
+    fold_small,
+    merge_dim,
+    norm_axes,
+    prod_dims,
+    value_len,
+    zero_of,
+)
+from ._shape import broadcast_shapes, ints
 from .registry import MOVEMENT, NN, Attr, Tier, op
-
-#: Every element type (ops that only move bytes).
-ALL = frozenset(dt.ALL)
-#: The 16 "classic" ONNX tensor types most movement/index ops accept.
-STD = dt.NUMERIC | {dt.bool_, dt.string, dt.complex64, dt.complex128}
-I64 = frozenset({dt.int64})
-IND = frozenset({dt.int32, dt.int64})
-#: Largest value (in elements) a compile-time fold may produce; matches graph.KNOWN_VALUE_LIMIT.
-FOLD_LIMIT = 4096
-
-
-# -- shared helpers (index.py and generator.py import these) -------------------------------------
-
-def merge_dim(ctx, a, b, what="dims"):
-    """Two dims that must agree: the static one wins; two different static dims are an error."""
-    if isinstance(a, int) and isinstance(b, int):
-        if a != b:
-            raise ctx.error(f"{what} disagree: {a} vs {b}")
-        return a
-    if isinstance(a, int):
-        return a
-    if isinstance(b, int):
-        return b
-    return a if a == b else None
-
-
-def value_len(ctx, i):
-    """Number of elements of a 1-D input (from its value or its static shape), else None."""
-    v = ctx.value(i)
-    if v is not None:
-        return int(np.asarray(v).size)
-    s = ctx.shape(i)
-    if s is None:
-        return None
-    if len(s) == 0:
-        return 1
-    return s[0] if len(s) == 1 and isinstance(s[0], int) else None
-
-
-def scalar_of(ctx, i):
-    """A known scalar (0-D or 1-element) integer input value, else None."""
-    v = ints(ctx.value(i))
-    if v is None:
-        return None
-    if len(v) != 1:
-        raise ctx.error(f"input {i} must be a scalar, got {len(v)} values")
-    return v[0]
-
-
-def zero_of(dtype):
-    """The fill value for 'zero' in dtype: '' for strings (NumPy's object zero is the int 0)."""
-    return np.asarray("", dtype=object) if dtype == np.object_ else np.zeros((), dtype=dtype)
-
-
-def fold_small(infer, reference):
-    """A `known_value` rule that folds like the builder does, but only when the *output* is small.
-
-    Ops whose output can be far bigger than their inputs (ConstantOfShape, Expand, Tile, Range,
-    ...) would otherwise materialise huge constants at compile time.
-    """
-
-    def known(ctx):
-        if any(ctx.has(i) and ctx.value(i) is None for i in range(len(ctx.inputs))):
-            return [None] * ctx.num_outputs
-        out = infer(ctx)
-        n = numel(out[0].shape) if isinstance(out[0], dt.TensorType) else None
-        if n is None or n > FOLD_LIMIT:
-            return [None] * ctx.num_outputs
-        args = [ctx.value(i) if ctx.has(i) else None for i in range(len(ctx.inputs))]
-        try:
-            res = reference(*args, **ctx.attrs)
-        except Exception:  # folding is an optimisation; the real run reports real errors
-            return [None] * ctx.num_outputs
-        res = list(res) if isinstance(res, tuple) else [res]
-        return (res + [None] * ctx.num_outputs)[:ctx.num_outputs]
-
-    return known
-
-
-def _norm_axes(ctx, axes, rank, what="axes"):
-    out = [ctx.axis(a, rank) for a in axes]
-    if len(set(out)) != len(out):
-        raise ctx.error(f"{what} {list(axes)} repeat an axis")
-    return out
-
-
-def _axes_from_attr(ic, name="axes"):
-    """Old-opset adapters: an ints attribute that later became an int64 input."""
-    v = ic.attrs.get(name)
-    return None if v is None else ic.const(np.asarray(v, dtype=np.int64).reshape(-1))
-
 
 # -- Concat --------------------------------------------------------------------------------------
 
@@ -232,7 +155,7 @@ def _slice_args(ctx, rank, starts, ends, axes, steps):
         raise ctx.error("starts, ends, axes and steps must have the same length")
     if any(s == 0 for s in steps):
         raise ctx.error(f"steps must be non-zero, got {steps}")
-    return _norm_axes(ctx, axes, rank), steps
+    return norm_axes(ctx, axes, rank), steps
 
 
 def _slice_infer(ctx):
@@ -248,7 +171,7 @@ def _slice_infer(ctx):
         axes = list(range(value_len(ctx, 1)))
     out = list(shape)
     if starts is None or ends is None or (ctx.has(4) and steps is None):
-        for a in _norm_axes(ctx, axes, len(shape)):
+        for a in norm_axes(ctx, axes, len(shape)):
             out[a] = None
         return [dt.TensorType(tuple(out), ctx.dtype(0))]
     axes, steps = _slice_args(ctx, len(shape), starts, ends, axes, steps)
@@ -273,8 +196,8 @@ def _slice_from_onnx(ic):
     if ic.opset < 10:  # opset 1-9: starts/ends/axes were attributes
         if "starts" not in ic.attrs or "ends" not in ic.attrs:
             raise ic.error("needs 'starts' and 'ends' attributes")
-        ins = [ic.inputs[0], _axes_from_attr(ic, "starts"), _axes_from_attr(ic, "ends"),
-               _axes_from_attr(ic)]
+        ins = [ic.inputs[0], attr_input(ic, "starts"), attr_input(ic, "ends"),
+               attr_input(ic)]
         return ic.emit("Slice", ins)
     return ic.emit("Slice", ic.inputs, ic.attrs)
 
@@ -324,7 +247,7 @@ def _squeeze_infer(ctx):
     if axes is None:
         n = value_len(ctx, 1)
         return [dt.TensorType(None if n is None else (None,) * (len(shape) - n), ctx.dtype(0))]
-    axes = _norm_axes(ctx, axes, len(shape))
+    axes = norm_axes(ctx, axes, len(shape))
     for a in axes:
         if isinstance(shape[a], int) and shape[a] != 1:
             raise ctx.error(f"cannot squeeze axis {a} of size {shape[a]}")
@@ -340,7 +263,7 @@ def _squeeze_ref(data, axes=None):
 def _axes_attr_adapter(name):
     def adapt(ic):
         if ic.opset < 13 and "axes" in ic.attrs:  # opset < 13: axes was an attribute
-            return ic.emit(name, [ic.inputs[0], _axes_from_attr(ic)])
+            return ic.emit(name, [ic.inputs[0], attr_input(ic)])
         return ic.emit(name, ic.inputs, ic.attrs)
 
     return adapt
@@ -361,7 +284,7 @@ def _unsqueeze_infer(ctx):
     rank = len(shape) + n
     if axes is None:
         return [dt.TensorType((None,) * rank, ctx.dtype(0))]
-    axes = _norm_axes(ctx, axes, rank)
+    axes = norm_axes(ctx, axes, rank)
     rest = iter(shape)
     return [dt.TensorType(tuple(1 if i in axes else next(rest) for i in range(rank)), ctx.dtype(0))]
 
@@ -377,10 +300,6 @@ op("Unsqueeze", inputs=("data:T", "axes:I"), outputs=("expanded:T",), types={"T"
    doc="Inserts size-1 axes at the given positions of the output.")
 
 
-def _prod(dims):
-    return int(np.prod(dims, dtype=np.int64)) if all(isinstance(d, int) for d in dims) else None
-
-
 def _flatten_infer(ctx):
     shape = ctx.shape(0)
     if shape is None:
@@ -389,12 +308,12 @@ def _flatten_infer(ctx):
     if not -r <= axis <= r:
         raise ctx.error(f"axis {axis} out of range for rank {r}")
     axis = axis + r if axis < 0 else axis
-    return [dt.TensorType((_prod(shape[:axis]), _prod(shape[axis:])), ctx.dtype(0))]
+    return [dt.TensorType((prod_dims(shape[:axis]), prod_dims(shape[axis:])), ctx.dtype(0))]
 
 
 def _flatten_ref(x, axis):
     axis = axis + x.ndim if axis < 0 else axis
-    return x.reshape(_prod(x.shape[:axis]), _prod(x.shape[axis:]))
+    return x.reshape(prod_dims(x.shape[:axis]), prod_dims(x.shape[axis:]))
 
 
 op("Flatten", inputs=("input:T",), outputs=("output:T",), types={"T": ALL},
@@ -460,7 +379,7 @@ PAD_MODES = ("constant", "reflect", "edge", "wrap")
 
 def _pad_widths(ctx, rank, pads, axes):
     """Per-axis (begin, end) pads; raises on a bad pads/axes combination."""
-    axes = list(range(rank)) if axes is None else _norm_axes(ctx, axes, rank)
+    axes = list(range(rank)) if axes is None else norm_axes(ctx, axes, rank)
     if len(pads) != 2 * len(axes):
         raise ctx.error(f"pads has {len(pads)} entries, expected 2 x {len(axes)} axes")
     widths = [(0, 0)] * rank
@@ -491,22 +410,8 @@ def _pad_infer(ctx):
     return [dt.TensorType(tuple(out), ctx.dtype(0))]
 
 
-class _Ctx:
-    """Stand-in for an InferContext in reference code: errors become plain ValueErrors."""
-
-    @staticmethod
-    def error(msg):
-        return ValueError(msg)
-
-    @staticmethod
-    def axis(a, rank):
-        if not -rank <= a < max(rank, 1):
-            raise ValueError(f"axis {a} out of range for rank {rank}")
-        return a % rank if rank else 0
-
-
 def _pad_ref(data, pads, constant_value=None, axes=None, mode="constant"):
-    widths = _pad_widths(_Ctx, data.ndim, ints(pads), None if axes is None else ints(axes))
+    widths = _pad_widths(RefCtx, data.ndim, ints(pads), None if axes is None else ints(axes))
     # Negative pads crop; crop first, then pad (as onnxruntime does for reflect/wrap).
     crop = tuple(slice(max(-b, 0), d - max(-e, 0)) for d, (b, e) in zip(data.shape, widths))
     x = data[crop]
@@ -615,7 +520,7 @@ op("SpaceToDepth", inputs=("input:T",), outputs=("output:T",), types={"T": STD},
 # -- CenterCropPad -------------------------------------------------------------------------------
 
 def _ccp_axes(ctx, rank, axes, n):
-    axes = list(range(rank)) if axes is None else _norm_axes(ctx, axes, rank)
+    axes = list(range(rank)) if axes is None else norm_axes(ctx, axes, rank)
     if n is not None and n != len(axes):
         raise ctx.error(f"shape has {n} entries for {len(axes)} axes")
     return axes
@@ -637,7 +542,7 @@ def _ccp_infer(ctx):
 
 def _ccp_ref(x, shape, axes=None):
     target = ints(shape)
-    axes = _ccp_axes(_Ctx, x.ndim, axes, len(target))
+    axes = _ccp_axes(RefCtx, x.ndim, axes, len(target))
     out_shape = list(x.shape)
     src, dst = [slice(None)] * x.ndim, [slice(None)] * x.ndim
     for a, t in zip(axes, target):
@@ -654,7 +559,8 @@ def _ccp_ref(x, shape, axes=None):
 
 op("CenterCropPad", inputs=("input_data:T", "shape:Tind"), outputs=("output_data:T",),
    types={"T": STD, "Tind": IND}, attrs=(Attr("axes", "ints", None),),
-   infer=_ccp_infer, reference=_ccp_ref, groups={MOVEMENT}, tier=Tier.HIGH, onnx_since=18,
+   infer=_ccp_infer, reference=_ccp_ref, known_value=fold_small(_ccp_infer, _ccp_ref),
+   groups={MOVEMENT}, tier=Tier.HIGH, onnx_since=18,
    doc="Center-crops or zero-pads the given axes to the target shape.")
 
 
@@ -697,11 +603,11 @@ def _col2im_infer(ctx):
     n, cb, length = shape if shape is not None else (None, None, None)
     c = None
     if block is not None:
-        k = _prod(block)
+        k = prod_dims(block)
         c = _div(ctx, cb, k, "input dim 1") if k else None
         if image is not None:
             strides, dils, pads = _col2im_params(ctx, len(image), ctx.attrs)
-            want = _prod(_col2im_blocks(ctx, image, block, strides, dils, pads))
+            want = prod_dims(_col2im_blocks(ctx, image, block, strides, dils, pads))
             if isinstance(length, int) and length != want:
                 raise ctx.error(f"input has {length} blocks, the image and block shapes give {want}")
     spatial = tuple(image) if image is not None else (None,) * nsp if nsp is not None else None
@@ -712,10 +618,13 @@ def _col2im_infer(ctx):
 
 def _col2im_ref(x, image_shape, block_shape, strides=None, pads=None, dilations=None):
     image, block = ints(image_shape), ints(block_shape)
-    strides, dils, pads = _col2im_params(_Ctx, len(image), {"strides": strides, "pads": pads,
+    strides, dils, pads = _col2im_params(RefCtx, len(image), {"strides": strides, "pads": pads,
                                                             "dilations": dilations})
-    nblocks = _col2im_blocks(_Ctx, image, block, strides, dils, pads)
-    n, c = x.shape[0], x.shape[1] // _prod(block)
+    nblocks = _col2im_blocks(RefCtx, image, block, strides, dils, pads)
+    if x.shape[1] % prod_dims(block) or x.shape[2] != prod_dims(nblocks):
+        raise ValueError(f"input shape {list(x.shape)} does not match block {block} and "
+                         f"{prod_dims(nblocks)} sliding positions over image {image}")
+    n, c = x.shape[0], x.shape[1] // prod_dims(block)
     cols = x.reshape((n, c, *block, *nblocks))
     nsp = len(image)
     padded = np.zeros((n, c, *(image[i] + pads[i] + pads[i + nsp] for i in range(nsp))), x.dtype)
@@ -728,7 +637,7 @@ def _col2im_ref(x, image_shape, block_shape, strides=None, pads=None, dilations=
 
 
 op("Col2Im", inputs=("input:T", "image_shape:I", "block_shape:I"), outputs=("output:T",),
-   types={"T": dt.NUMERIC, "I": I64},
+   types={"T": dt.NUMERIC | {dt.complex64, dt.complex128}, "I": I64},
    attrs=(Attr("strides", "ints", None), Attr("pads", "ints", None), Attr("dilations", "ints", None)),
    infer=_col2im_infer, reference=_col2im_ref, groups={MOVEMENT, NN}, tier=Tier.HIGH,
    onnx_since=18,

@@ -61,6 +61,15 @@ def merged(ctx, a, b, what):
         raise ctx.error(str(e)) from None
 
 
+def graph_attr(ctx, name):
+    from ..graph import Graph  # not at module level: graph.py imports the op table
+
+    g = ctx.attrs[name]
+    if not isinstance(g, Graph):
+        raise ctx.error(f"attribute '{name}' must be a graph, got {type(g).__name__}")
+    return g
+
+
 def seq_input(ctx, i, name="input_sequence") -> dt.SequenceType:
     t = ctx.input(i)
     if not isinstance(t, dt.SequenceType):
@@ -274,7 +283,7 @@ op("SplitToSequence", inputs=("input:T", "split:I?"), outputs=("output_sequence"
 
 # -- SequenceMap ---------------------------------------------------------------------------------
 def _map_infer(ctx):
-    body = ctx.attrs["body"]
+    body = graph_attr(ctx, "body")
     seq_input(ctx, 0)
     if len(body.inputs) != len(ctx.inputs):
         raise ctx.error(f"body takes {len(body.inputs)} inputs but the node gives {len(ctx.inputs)}")
@@ -300,7 +309,7 @@ def _map_ref(seq, *extra, body, _scope=None):
     outs = [[] for _ in body.outputs]
     for i in range(n):
         args = [seq[i]] + [e[i] if isinstance(e, list) else e for e in extra]
-        res = run_graph(body, {**(_scope or {}), **dict(zip(names, args))})
+        res = run_graph(body, {**(_scope or {}), **dict(zip(names, args))}, check=False)
         for k, v in enumerate(body.outputs):
             outs[k].append(res[v.name])
     return tuple(outs)

@@ -2,7 +2,7 @@
 ImageDecoder.
 
 Complex tensors follow ONNX: a last axis of 2 holds (real, imaginary); a last axis of 1 is a real
-signal. The references compute in float64/complex128 and cast back to the input's type.
+signal. The references compute in the input's precision (float64, else float32) and cast back.
 """
 
 from __future__ import annotations
@@ -42,8 +42,13 @@ def _int(value, what, op_name) -> int:
 
 
 def _to_complex(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.float64)
-    return x[..., 0] + 1j * x[..., 1] if x.shape[-1] == 2 else x[..., 0].astype(np.complex128)
+    """The complex signal, in single precision for float32 input: np.fft then rounds as an
+    ONNX float32 implementation does (tiny results agree with the references' float32 noise)."""
+    c = np.complex128 if x.dtype == np.float64 else np.complex64
+    x = x.astype(c().real.dtype)
+    if x.shape[-1] == 2:
+        return (x[..., 0] + 1j * x[..., 1]).astype(c)
+    return x[..., 0].astype(c)
 
 
 def _from_complex(y: np.ndarray, dtype) -> np.ndarray:
@@ -93,7 +98,9 @@ def _dft_infer(ctx):
         raise ctx.error(f"dft_length must be positive, got {n}")
     out = list(shape)
     out[-1] = 1 if a["onesided"] and a["inverse"] else 2
-    if axis is not None:
+    if axis is not None and ctx.has(1) and n is None:
+        out[axis] = None  # a dft_length known only at run time
+    elif axis is not None:
         out[axis] = _dft_lengths(shape[axis], n, a["inverse"], a["onesided"])[1]
     elif ctx.has(1) or a["onesided"]:
         out[:-1] = [None] * (rank - 1)  # some axis changes length, but which one is not known
@@ -141,8 +148,8 @@ op("DFT", inputs=("input:T1", "dft_length:T2?", "axis:I?"), outputs=("output:T1"
 
 
 # -- STFT ------------------------------------------------------------------------------------------
-def _stft_geometry(length, step, window_len, frame_len, onesided, last, fail):
-    """(frame length, frames, bins); entries None where unknown."""
+def _stft_geometry(length, step, window_len, fl, onesided, last, fail):
+    """(frames, bins) for frame length fl; entries None where unknown."""
     if onesided not in (0, 1):
         raise fail("onesided must be 0 or 1")
     if isinstance(last, int) and last not in (1, 2):
@@ -151,11 +158,10 @@ def _stft_geometry(length, step, window_len, frame_len, onesided, last, fail):
         raise fail("a one-sided STFT needs a real signal (last axis 1); set onesided=0")
     if step is not None and step < 1:
         raise fail(f"frame_step must be positive, got {step}")
-    if frame_len is not None and isinstance(window_len, int) and frame_len != window_len:
-        raise fail(f"frame_length {frame_len} differs from the window's length {window_len}")
-    fl = frame_len if frame_len is not None else window_len if window_len is not None else length
+    if isinstance(fl, int) and isinstance(window_len, int) and fl != window_len:
+        raise fail(f"frame_length {fl} differs from the window's length {window_len}")
     if not isinstance(fl, int):
-        return None, None, None
+        return None, None
     if fl < 1:
         raise fail(f"frame_length must be positive, got {fl}")
     frames = None
@@ -163,7 +169,7 @@ def _stft_geometry(length, step, window_len, frame_len, onesided, last, fail):
         if fl > length:
             raise fail(f"frame_length {fl} is longer than the signal ({length})")
         frames = (length - fl) // step + 1
-    return fl, frames, (fl // 2 + 1 if onesided else fl)
+    return frames, (fl // 2 + 1 if onesided else fl)
 
 
 def _stft_infer(ctx):
@@ -174,10 +180,11 @@ def _stft_infer(ctx):
     if wshape is not None and len(wshape) != 1:
         raise ctx.error(f"window must be 1-D, got shape {list(wshape)}")
     batch, length, last = shape if shape is not None else (None, None, None)
-    _, frames, bins = _stft_geometry(length, _scalar(ctx, 1, "frame_step"),
-                                     wshape[0] if ctx.has(2) and wshape is not None else None,
-                                     _scalar(ctx, 3, "frame_length"), ctx.attrs["onesided"], last,
-                                     ctx.error)
+    window_len = wshape[0] if wshape is not None else None
+    # frame_length, else the window's length, else the whole signal; None while unknown.
+    fl = _scalar(ctx, 3, "frame_length") if ctx.has(3) else window_len if ctx.has(2) else length
+    frames, bins = _stft_geometry(length, _scalar(ctx, 1, "frame_step"), window_len, fl,
+                                  ctx.attrs["onesided"], last, ctx.error)
     return [dt.TensorType((batch, frames, bins, 2), ctx.dtype(0))]
 
 
@@ -188,12 +195,13 @@ def _stft_ref(signal, frame_step, window=None, frame_length=None, onesided=1):
     if window is not None and window.ndim != 1:
         raise fail(f"window must be 1-D, got shape {list(window.shape)}")
     step = _int(frame_step, "frame_step", "STFT")
-    fl, frames, bins = _stft_geometry(
-        signal.shape[1], step, None if window is None else window.shape[0],
-        None if frame_length is None else _int(frame_length, "frame_length", "STFT"),
-        onesided, signal.shape[2], fail)
+    window_len = None if window is None else window.shape[0]
+    fl = (_int(frame_length, "frame_length", "STFT") if frame_length is not None
+          else window_len if window is not None else signal.shape[1])
+    frames, bins = _stft_geometry(signal.shape[1], step, window_len, fl, onesided,
+                                  signal.shape[2], fail)
     x = _to_complex(signal)  # [batch, length]
-    w = np.ones(fl) if window is None else window.astype(np.float64)
+    w = np.ones(fl, x.real.dtype) if window is None else window.astype(x.real.dtype)
     starts = np.arange(frames) * step
     framed = x[:, starts[:, None] + np.arange(fl)] * w  # [batch, frames, fl]
     return _from_complex(np.fft.fft(framed, axis=-1)[..., :bins], signal.dtype)
@@ -225,10 +233,15 @@ def _window(name, coeffs, doc):
         n = _int(size, "size", name)
         if n < 0:
             raise GraphError(f"{name}: size must be non-negative, got {n}")
-        denom = n if periodic else max(n - 1, 1)
-        theta = 2 * math.pi * np.arange(n, dtype=np.float64) / denom
-        w = sum((-1) ** k * a * np.cos(k * theta) for k, a in enumerate(coeffs))
-        return np.asarray(w, np.float64).reshape(n).astype(output_datatype.np)
+        if n == 1 and not periodic:
+            w = np.ones(1)  # the limit of the symmetric window: its centre sample (N - 1 = 0)
+        else:
+            theta = 2 * math.pi * np.arange(n, dtype=np.float64) / (n if periodic else n - 1)
+            w = sum((-1) ** k * a * np.cos(k * theta) for k, a in enumerate(coeffs))
+            w = np.asarray(w, np.float64).reshape(n)
+        if not output_datatype.is_float:
+            w = np.round(w, 9)  # rounding noise must not decide an integer (1 - 1e-16 -> 0)
+        return w.astype(output_datatype.np)
 
     op(name, inputs=("size:T1",), outputs=("output:T2",), types={"T1": IDX, "T2": GEN_OUT},
        attrs=(Attr("periodic", "int", 1), Attr("output_datatype", "dtype", dt.float32)),

@@ -24,20 +24,30 @@ def _axis_infer(ctx):
     return [x]
 
 
+def _shifted_exp(x, axis):
+    """x - max and exp(x - max), each rounded to x's type like the ONNX function body's steps
+    (ReduceMax, Sub, Exp), so that this kernel agrees with its lowering even in half precision."""
+    shifted = (x - np.max(x, axis=axis, keepdims=True)).astype(x.dtype)  # no overflow in exp
+    return shifted, np.exp(shifted).astype(x.dtype)
+
+
+def _sum(e, axis):
+    # Accumulated in float32 or wider and rounded once, as ReduceSum does.
+    return np.sum(wide(e), axis=axis, keepdims=True).astype(e.dtype)
+
+
 def _softmax(x, axis):
     if x.size == 0:
         return x.copy()
-    w = wide(x)
-    e = np.exp(w - np.max(w, axis=axis, keepdims=True))  # shifted by the max: no overflow
-    return (e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype)
+    _, e = _shifted_exp(x, axis)
+    return (e / _sum(e, axis)).astype(x.dtype)
 
 
 def _log_softmax(x, axis):
     if x.size == 0:
         return x.copy()
-    w = wide(x)
-    shifted = w - np.max(w, axis=axis, keepdims=True)
-    return (shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))).astype(x.dtype)
+    shifted, e = _shifted_exp(x, axis)
+    return (shifted - np.log(_sum(e, axis)).astype(x.dtype)).astype(x.dtype)
 
 
 def _hardmax(x, axis):
