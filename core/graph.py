@@ -289,8 +289,12 @@ class GraphBuilder:
         except Exception:  # folding is an optimisation; the real run reports real errors
             return [None] * n
         res = list(res) if isinstance(res, tuple) else [res]
-        return [np.asarray(r) if isinstance(r, np.ndarray) or np.isscalar(r) else None
-                for r in (res + [None] * n)[:n]]
+        out = []
+        for r in (res + [None] * n)[:n]:
+            keep = isinstance(r, np.ndarray) or np.isscalar(r)
+            r = np.asarray(r) if keep else None
+            out.append(r if r is not None and r.size <= KNOWN_VALUE_LIMIT else None)
+        return out
 
     def add_node_like(self, node: Node, inputs, captures=()) -> list[Value]:
         """Re-add `node` (from another graph) with new inputs, keeping names and attributes."""

@@ -186,8 +186,11 @@ class Importer:
         for i, vi in enumerate(g.input):
             if vi.name in inits:
                 continue  # IR v3: initializers are listed as inputs; they are weights, not feeds
-            if vi.type.WhichOneof("value") is None and input_types is not None:
-                t = input_types[i]
+            if vi.type.WhichOneof("value") is None:
+                t = input_types[i] if input_types is not None and i < len(input_types) else None
+                if t is None:
+                    raise ModelLoadError(f"sub-graph input '{vi.name}' has no type and none can be "
+                                         "derived from its node")
             else:
                 t = self.vtype(vi.type, f"graph input '{vi.name}'")
             scope.bind(vi.name, b.input(vi.name, t))
@@ -262,7 +265,9 @@ class Importer:
 
     def attribute(self, a: AttributeProto, scope: Scope, node):
         if a.type == AttributeProto.GRAPH:
-            sub = self.import_graph(a.g, scope, a.g.name or f"{node.op_type}_{a.name}")
+            hints = _subgraph_input_hints(node, [scope.lookup(n) if n else None for n in node.input])
+            sub = self.import_graph(a.g, scope, a.g.name or f"{node.op_type}_{a.name}",
+                                    input_types=hints)
             return sub, [scope.lookup(c.name) for c in sub.captures]
         if a.type == AttributeProto.GRAPHS:
             subs = tuple(self.import_graph(g, scope, g.name or f"{node.op_type}_{a.name}")
@@ -318,6 +323,27 @@ class Importer:
             body.append(n2)
         self.import_nodes(body, inner)
         return [inner.lookup(rename.get(o, prefix + o)) for o in fn.output]
+
+
+def _subgraph_input_hints(node, inputs) -> list | None:
+    """Types for a body graph's untyped inputs (ONNX lets Loop/Scan bodies omit them)."""
+    if node.op_type == "Loop":
+        scalar = [dt.TensorType((), dt.int64), dt.TensorType((), dt.bool_)]
+        return scalar + [v.type if v is not None else None for v in inputs[2:]]
+    if node.op_type == "Scan":
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        n_scan = attrs.get("num_scan_inputs", 0)
+        state = [v.type if v is not None else None for v in inputs[: len(inputs) - n_scan]]
+        axes = list(attrs.get("scan_input_axes", [])) or [0] * n_scan
+        scans = []
+        for v, ax in zip(inputs[len(inputs) - n_scan:], axes):
+            t = v.type if v is not None else None
+            if isinstance(t, dt.TensorType) and t.shape is not None:
+                ax = ax % len(t.shape) if t.shape else 0
+                t = dt.TensorType(t.shape[:ax] + t.shape[ax + 1:], t.dtype)
+            scans.append(t)
+        return state + scans
+    return None
 
 
 class Scope:

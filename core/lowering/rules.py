@@ -1,3 +1,4 @@
 """Imports every group of lowering rules (registration side effects)."""
 
 from . import rules_elementwise  # noqa: F401
+from . import rules_recurrent  # noqa: F401

@@ -209,6 +209,8 @@ def legacy_forest(a, prefix, where, n_targets=None) -> Forest:
     modes_s = a["nodes_modes"] or ()
     values = _tensor_or_list(a, "nodes_values") or [0.0] * len(modes_s)
     n = len(modes_s)
+    if not n:
+        raise GraphError(f"{where}: the ensemble has no nodes (nodes_modes is empty)")
     for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_truenodeids",
               "nodes_falsenodeids"):
         if len(a[k] or ()) != n:

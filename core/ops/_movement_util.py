@@ -88,6 +88,19 @@ def prod_dims(dims):
     return int(np.prod(dims, dtype=np.int64)) if all(isinstance(d, int) for d in dims) else None
 
 
+def mul_dim(d, k):
+    return d * k if isinstance(d, int) else None
+
+
+def div_dim(ctx, d, k, what):
+    """d / k for a dim that must divide evenly; None if d is not static."""
+    if not isinstance(d, int):
+        return None
+    if d % k:
+        raise ctx.error(f"{what} {d} is not divisible by {k}")
+    return d // k
+
+
 def attr_input(ic, name="axes"):
     """For old-opset adapters: an ints attribute that later became an int64 input, as a constant."""
     v = ic.attrs.get(name)

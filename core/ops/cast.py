@@ -121,13 +121,10 @@ def cast_array(x: np.ndarray, to: dt.DType, saturate: bool = True, round_mode: s
         x = _parse_strings(x, to)
     if to == dt.float8e8m0:
         return _to_e8m0(x, saturate, round_mode)
-    src_is_plain_float = x.dtype in _IEEE
-    if to.is_float and to.np not in _IEEE and not src_is_plain_float:
+    if to.is_float and to.np not in _IEEE and x.dtype not in _IEEE:
         # ml_dtypes targets convert reliably from IEEE floats; route everything else through float64
         x = x.astype(np.float64)
     if to in SATURATING_F8 and saturate:
-        if not src_is_plain_float:
-            x = x.astype(np.float64)
         big = float(ml_dtypes.finfo(to.np).max)
         x = np.clip(x, -big, big)  # NaN passes through; +-Inf becomes +-max
     return x.astype(to.np)
@@ -152,7 +149,7 @@ op("Cast", inputs=("input:T1",), outputs=("output:T2",), types={"T1": CASTABLE, 
           Attr("round_mode", "string", "up", "float8e8m0 targets: up, down or nearest")),
    infer=_cast_infer,
    reference=lambda x, to, saturate, round_mode: cast_array(x, to, bool(saturate), round_mode),
-   groups={ELEMENTWISE, UNARY}, tier=Tier.PRIMITIVE, onnx_since=1,
+   groups={ELEMENTWISE, UNARY}, tier=Tier.PRIMITIVE, onnx_since=6,
    doc="Converts each element to the element type `to` (strings parse and print as decimal numbers).")
 
 

@@ -55,9 +55,9 @@ def _stack_type(ctx, t, n, axis, what):
 
 
 def _final_type(ctx, initial, produced, what):
-    """Type of a threaded value: its initial type merged with the body's; a value that starts as an
-    optional and comes back as what the optional holds (a common "no state yet" idiom) keeps the
-    body's type."""
+    """Type of a threaded value: its initial type merged with the body's. A value that starts as an
+    optional and comes back as what the optional holds (a "no state yet" idiom) is typed as the
+    held value."""
     if isinstance(initial, dt.OptionalType) and not isinstance(produced, dt.OptionalType):
         return merged(ctx, initial.elem, produced, what)
     return merged(ctx, initial, produced, what)
@@ -135,11 +135,11 @@ def _loop_infer(ctx):
     outs = [_final_type(ctx, t, body.outputs[1 + j].type, f"loop-carried value {j} (initial vs. body output)")
             for j, t in enumerate(carried)]
     trips = None
-    m = ctx.value(0)
-    if m is not None and not ctx.has(1) and np.size(m) == 1:
-        trips = max(0, int(np.asarray(m).reshape(-1)[0]))  # no early exit possible except via body
-        if len(body.outputs) and not _cond_is_passthrough(body):
-            trips = None
+    m, c = ctx.value(0), ctx.value(1)
+    cond_free = not ctx.has(1) or (c is not None and bool(np.all(c)))
+    if m is not None and cond_free and np.size(m) == 1:
+        # M alone bounds the loop only when the body cannot end it early either
+        trips = max(0, int(np.asarray(m).reshape(-1)[0])) if _cond_is_passthrough(body) else None
     for i in range(k):
         outs.append(_stack_type(ctx, body.outputs[1 + n + i].type, trips, 0, f"scan output {i}"))
     return outs
@@ -177,10 +177,20 @@ def _loop_ref(M=None, cond=None, *initial, body, _scope=None):
     return (*state, *stacked)
 
 
+def _loop_from_onnx(ic):
+    inputs = list(ic.inputs)
+    if len(inputs) <= 2 and (len(inputs) < 2 or inputs[1] is None):
+        # No carried values and no cond: the graph builder would drop the absent cond and then
+        # miss a fixed input. An explicit true cond means the same.
+        inputs = [inputs[0] if inputs else None, ic.const(np.asarray(True))]
+    return ic.emit("Loop", inputs, ic.attrs)
+
+
 allow_empty_variadic(op(
     "Loop", inputs=("M:I?", "cond:B?", "v_initial*"), outputs=("v_final_and_scan_outputs*",),
     types={"I": I64, "B": BOOL}, attrs=(Attr("body", "graph"),),
     infer=_loop_infer, reference=_loop_ref, groups={CONTROL}, tier=Tier.HIGH, onnx_since=1,
+    from_onnx=_loop_from_onnx,
     doc="Runs `body` while the trip count M and the condition allow, threading loop-carried values; "
         "returns their final values and the per-iteration scan outputs stacked on a new axis 0."))
 
@@ -222,14 +232,16 @@ def _scan_infer(ctx):
         t = ctx.input(n + i)
         if not isinstance(t, dt.TensorType):
             raise ctx.error(f"scan input {i} must be a tensor, got {t}")
+        _check_formal(ctx, body.inputs[n + i], t, f"scan input {i}")
         if t.shape is None:
             continue
+        if not t.shape:
+            raise ctx.error(f"scan input {i} is a scalar: there is no axis to scan")
         a = ctx.axis(in_axes[i], len(t.shape))
         d = t.shape[a]
         if isinstance(d, int) and isinstance(length, int) and d != length:
             raise ctx.error(f"scan inputs have different lengths {length} and {d} along their scan axes")
         length = d if length is None else length
-        _check_formal(ctx, body.inputs[n + i], t, f"scan input {i}")
     for j in range(n):
         _check_formal(ctx, body.inputs[j], ctx.input(j), f"state input {j}")
     outs = [_final_type(ctx, ctx.input(j), body.outputs[j].type, f"state {j} (initial vs. body output)")
@@ -320,3 +332,46 @@ def _scan8(ic):
     # an explicit true cond: the builder drops a trailing absent input, leaving Loop one short
     keep = ic.const(np.asarray(True))
     return ic.emit("Loop", [trips, keep], {"body": loop_body})
+
+
+def _relaxed(t):
+    """t with its extents forgotten (the rank of a tensor kept; a sequence's tensors may differ)."""
+    if isinstance(t, dt.TensorType):
+        return dt.TensorType(None if t.shape is None else (None,) * len(t.shape), t.dtype)
+    if isinstance(t, dt.SequenceType):
+        return dt.SequenceType(dt.TensorType(None, t.elem.dtype))
+    if isinstance(t, dt.OptionalType):
+        return dt.OptionalType(_relaxed(t.elem))
+    return t
+
+
+# -- body input types for the importer -----------------------------------------------------------
+def body_input_types(op_name: str, input_types: list, attrs: dict, opset: int = 99) -> list | None:
+    """Types of a body's formal inputs as the node's inputs fix them, for ONNX bodies that leave
+    them undeclared (allowed by ONNX, common in function expansions); None for other ops.
+
+    `input_types` are the node's input types (None for absent inputs), `attrs` its raw attributes.
+    """
+    def without_axis(t, axis):
+        if not isinstance(t, dt.TensorType) or t.shape is None:
+            return None if t is None else dt.TensorType(None, t.dtype)
+        a = axis % len(t.shape) if t.shape else 0
+        return dt.TensorType(t.shape[:a] + t.shape[a + 1:], t.dtype)
+
+    if op_name == "Loop":
+        # carried values may change shape between iterations: keep only what cannot change
+        return [dt.TensorType((), dt.int64), dt.TensorType((), dt.bool_),
+                *(_relaxed(t) for t in input_types[2:])]
+    if op_name == "Scan":
+        m = attrs.get("num_scan_inputs") or 0
+        if opset < 9:  # a leading batch axis on everything, then the scan axis on scan inputs
+            values = input_types[1:]
+            n = len(values) - m
+            return [without_axis(t, 0) for t in values[:n]] + \
+                [without_axis(without_axis(t, 0), 0) for t in values[n:]]
+        n = len(input_types) - m
+        axes = list(attrs.get("scan_input_axes") or [0] * m)
+        return list(input_types[:n]) + [without_axis(t, a) for t, a in zip(input_types[n:], axes)]
+    if op_name == "SequenceMap":
+        return [t.elem if isinstance(t, dt.SequenceType) else t for t in input_types]
+    return None

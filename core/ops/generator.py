@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ._movement_util import ALL, I64, STD, fold_small, scalar_of, value_len, zero_of
+from ._movement_util import ALL, FOLD_LIMIT, I64, STD, fold_small, scalar_of, value_len, zero_of
 from ._shape import ints, numel
 from .registry import GENERATOR, Attr, Tier, op
 
@@ -75,11 +75,19 @@ def _eyelike_ref(x, dtype=None, k=0):
     return np.eye(x.shape[0], x.shape[1], k=k, dtype=npdt)
 
 
+def _eyelike_known(ctx):
+    """The result depends only on the input's shape, so it is known whenever that is static."""
+    t = _eyelike_infer(ctx)[0]
+    if not t.is_static or t.numel > FOLD_LIMIT:
+        return [None]
+    return [np.eye(*t.shape, k=ctx.attrs["k"], dtype=t.dtype.np)]
+
+
 op("EyeLike", inputs=("input:T1",), outputs=("output:T2",),
    types={"T1": EYE_TYPES, "T2": EYE_TYPES},
    attrs=(Attr("dtype", "dtype", None), Attr("k", "int", 0)),
-   infer=_eyelike_infer, reference=_eyelike_ref, groups={GENERATOR}, tier=Tier.HIGH,
-   onnx_since=9,
+   infer=_eyelike_infer, reference=_eyelike_ref, known_value=_eyelike_known,
+   groups={GENERATOR}, tier=Tier.HIGH, onnx_since=9,
    doc="A 2-D matrix shaped like the input with ones on diagonal k (default: the input's type).")
 
 

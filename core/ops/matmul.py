@@ -10,10 +10,9 @@ import numpy as np
 
 from .. import dtypes as dt
 from ._shape import broadcast_shapes
-from .reduce import wide
+from .reduce import FLT, wide
 from .registry import MATMUL, Attr, Tier, op
 
-FLT = frozenset({dt.float32, dt.float64, dt.float16, dt.bfloat16})
 MM = FLT | {dt.int32, dt.int64, dt.uint32, dt.uint64}
 
 
@@ -98,8 +97,8 @@ op("Gemm", inputs=("A:T", "B:T", "C:T?"), outputs=("Y:T",), types={"T": MM},
 class _Equation:
     """A parsed einsum equation, with each input's ellipsis spelled out as spare letters."""
 
-    def __init__(self, terms: list[str], output: str, ell: str):
-        self.terms, self.output, self.ell = terms, output, ell
+    def __init__(self, terms: list[str], output: str):
+        self.terms, self.output = terms, output
 
     @property
     def explicit(self) -> str:
@@ -155,7 +154,19 @@ def _parse_einsum(equation: str, ranks: list[int], fail) -> _Equation:
             for ch in t.replace("...", ""):
                 counts[ch] = counts.get(ch, 0) + 1
         out = ell + "".join(sorted(ch for ch, k in counts.items() if k == 1))
-    return _Equation(full, out, ell)
+    return _Equation(full, out)
+
+
+def _unify(ctx, label, a, b):
+    """The size of a label seen with sizes a and b (a size of 1 broadcasts, as in NumPy)."""
+    if a == 1 or a == b:
+        return b
+    if b == 1:
+        return a
+    if isinstance(a, int) and isinstance(b, int):
+        raise ctx.error(f"equation '{ctx.attrs['equation']}': dimension '{label}' is {a} in one "
+                        f"operand and {b} in another")
+    return a if isinstance(a, int) else (b if isinstance(b, int) else None)
 
 
 def _einsum_infer(ctx):
@@ -166,15 +177,7 @@ def _einsum_infer(ctx):
     dims: dict[str, object] = {}
     for term, shape in zip(eq.terms, shapes):
         for ch, d in zip(term, shape):
-            if ch not in dims or dims[ch] == 1:
-                dims[ch] = d
-            elif d != 1:
-                if isinstance(d, int) and isinstance(dims[ch], int) and d != dims[ch]:
-                    raise ctx.error(f"equation '{ctx.attrs['equation']}': dimension '{ch}' is "
-                                    f"{dims[ch]} in one operand and {d} in another")
-                if dims[ch] != d:
-                    dims[ch] = dims[ch] if isinstance(dims[ch], int) else (d if isinstance(d, int)
-                                                                           else None)
+            dims[ch] = _unify(ctx, ch, dims[ch], d) if ch in dims else d
     return [dt.TensorType(tuple(dims[ch] for ch in eq.output), ctx.dtype(0))]
 
 

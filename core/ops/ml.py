@@ -22,23 +22,12 @@ from .registry import ML, Attr, Tier, op
 
 DOMAIN = "ai.onnx.ml"
 F32 = frozenset({dt.float32})
-F32_64 = frozenset({dt.float32, dt.float64})
 NUM4 = frozenset({dt.float32, dt.float64, dt.int64, dt.int32})
 I64 = frozenset({dt.int64})
 
 
-def _emit_as_is(ic):
-    # The importer resolves ops by name in the default domain; hand it our OpDef directly.
-    return ic.emit(ic.opdef, ic.inputs, ic.attrs)
-
-
 def ml_op(name, **kw):
-    kw.setdefault("from_onnx", _emit_as_is)
     return op(name, domain=DOMAIN, groups={ML}, tier=Tier.HIGH, **kw)
-
-
-def _f32_like(i=0):
-    return lambda ctx: [dt.TensorType(ctx.shape(i), dt.float32)]
 
 
 def _as_2d_rows(ctx, i=0):
@@ -55,7 +44,6 @@ def _as_2d_rows(ctx, i=0):
 
 # -- LabelEncoder ----------------------------------------------------------------------------------
 _KIND_DTYPE = {"strings": dt.string, "int64s": dt.int64, "floats": dt.float32}
-_DEFAULTS = {dt.string: "_Unused", dt.int64: -1, dt.float32: -0.0}
 
 
 def _one_of(attrs, prefix, where):
@@ -126,7 +114,7 @@ def _label_ref(x, **a):
 
 def _label_from_onnx(ic):
     if ic.opset >= 2:
-        return _emit_as_is(ic)
+        return ic.emit(ic.opdef, ic.inputs, ic.attrs)
     # ai.onnx.ml v1: a string <-> int64 mapping through the positions of `classes_strings`.
     classes = list(ic.attrs.get("classes_strings", ()))
     idx = list(range(len(classes)))
@@ -187,7 +175,7 @@ def _tree_reg_infer(ctx):
 
 def _tree_reg_ref(x, **a):
     forest = legacy_forest(a, "target", "TreeEnsembleRegressor")
-    x = np.asarray(x, np.float64).reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+    x = np.asarray(x, np.float64).reshape(-1, x.shape[-1])
     scores = forest.aggregate(x).astype(np.float32)
     return post_transform(scores, a["post_transform"]).astype(np.float32)
 
@@ -247,16 +235,14 @@ def _normalizer_infer(ctx):
 
 
 def _normalizer_ref(x, norm):
-    rows = np.asarray(x, np.float64).reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+    rows = np.asarray(x, np.float64).reshape(-1, x.shape[-1])
     if norm == "MAX":
-        d = rows.max(axis=1, keepdims=True)
-        y = np.divide(rows, d, out=rows.copy(), where=d != 0)
+        d = rows.max(axis=1, keepdims=True, initial=-np.inf)
     elif norm == "L1":
         d = np.abs(rows).sum(axis=1, keepdims=True)
-        y = np.divide(rows, d, out=rows.copy(), where=d != 0)
     else:
         d = np.sqrt((rows * rows).sum(axis=1, keepdims=True))
-        y = np.divide(rows, d, out=rows.copy(), where=d != 0)
+    y = np.divide(rows, d, out=rows.copy(), where=d != 0)
     return y.astype(np.float32).reshape(x.shape)
 
 
@@ -488,7 +474,7 @@ def _lincls_infer(ctx):
 
 
 def _lincls_ref(x, **a):
-    rows = np.asarray(x, np.float64).reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+    rows = np.asarray(x, np.float64).reshape(-1, x.shape[-1])
     labels, lt, w, b = _lincls_model(a, rows.shape[1], "LinearClassifier")
     raw = rows @ w.T + b
     if w.shape[0] == 1 and len(labels) == 2:

@@ -18,8 +18,10 @@ from ._movement_util import (
     STD,
     RefCtx,
     attr_input,
+    div_dim,
     fold_small,
     merge_dim,
+    mul_dim,
     norm_axes,
     prod_dims,
     value_len,
@@ -100,16 +102,18 @@ def _split_infer(ctx):
                 raise ctx.error(f"'split' sizes {split} do not sum to the axis dim {dim}")
             sizes = split
     elif isinstance(dim, int):
-        sizes = _split_sizes(dim, n)
-        if sizes is None:
-            raise ctx.error(f"cannot split a dim of {dim} into {n} parts")
+        # An impossible equal split is left to run time (where it fails naming the node): ONNX
+        # If-branches that are never taken (AffineGrid's 2-D branch on 3-D input) contain them.
+        sizes = _split_sizes(dim, n) or [None] * n
     return [dt.TensorType(shape[:axis] + (s,) + shape[axis + 1:], ctx.dtype(0)) for s in sizes]
 
 
 def _split_ref(x, split=None, axis=0, num_outputs=None):
     sizes = ([int(s) for s in np.asarray(split).reshape(-1)] if split is not None
              else _split_sizes(x.shape[axis], num_outputs))
-    if sizes is None or sum(sizes) != x.shape[axis]:
+    if sizes is None:
+        raise ValueError(f"cannot split a dim of {x.shape[axis]} into {num_outputs} parts")
+    if sum(sizes) != x.shape[axis]:
         raise ValueError(f"split sizes {sizes} do not fit axis {axis} of shape {list(x.shape)}")
     return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
 
@@ -459,24 +463,12 @@ def _block_check(ctx):
     return bs, shape
 
 
-def _mul(d, k):
-    return d * k if isinstance(d, int) else None
-
-
-def _div(ctx, d, k, what):
-    if not isinstance(d, int):
-        return None
-    if d % k:
-        raise ctx.error(f"{what} {d} is not divisible by {k}")
-    return d // k
-
-
 def _d2s_infer(ctx):
     bs, shape = _block_check(ctx)
     if shape is None:
         return [dt.TensorType((None,) * 4, ctx.dtype(0))]
     n, c, h, w = shape
-    return [dt.TensorType((n, _div(ctx, c, bs * bs, "channels"), _mul(h, bs), _mul(w, bs)),
+    return [dt.TensorType((n, div_dim(ctx, c, bs * bs, "channels"), mul_dim(h, bs), mul_dim(w, bs)),
                           ctx.dtype(0))]
 
 
@@ -495,8 +487,8 @@ def _s2d_infer(ctx):
     if shape is None:
         return [dt.TensorType((None,) * 4, ctx.dtype(0))]
     n, c, h, w = shape
-    return [dt.TensorType((n, _mul(c, bs * bs), _div(ctx, h, bs, "height"), _div(ctx, w, bs, "width")),
-                          ctx.dtype(0))]
+    out = (n, mul_dim(c, bs * bs), div_dim(ctx, h, bs, "height"), div_dim(ctx, w, bs, "width"))
+    return [dt.TensorType(out, ctx.dtype(0))]
 
 
 def _s2d_ref(x, blocksize, mode):
@@ -604,7 +596,7 @@ def _col2im_infer(ctx):
     c = None
     if block is not None:
         k = prod_dims(block)
-        c = _div(ctx, cb, k, "input dim 1") if k else None
+        c = div_dim(ctx, cb, k, "input dim 1") if k else None
         if image is not None:
             strides, dils, pads = _col2im_params(ctx, len(image), ctx.attrs)
             want = prod_dims(_col2im_blocks(ctx, image, block, strides, dils, pads))

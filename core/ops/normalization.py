@@ -13,10 +13,9 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from .reduce import float_work, wide
+from .reduce import FLT, float_work, wide
 from .registry import NN, NORM, Attr, Tier, op
 
-FLT = frozenset({dt.float32, dt.float64, dt.float16, dt.bfloat16})
 FLOAT8 = frozenset({dt.float8e4m3fn, dt.float8e4m3fnuz, dt.float8e5m2, dt.float8e5m2fnuz})
 BOOL = frozenset({dt.bool_})
 GROUPS = {NN, NORM}
@@ -56,7 +55,7 @@ def _channel_view(p: np.ndarray, ndim: int) -> np.ndarray:
 
 def _stash(ctx) -> dt.DType:
     s = ctx.attrs["stash_type"]
-    if not getattr(s, "is_float", False) or s not in FLT:
+    if s not in FLT:
         raise ctx.error(f"stash_type must be a float type (float32, float64, float16, bfloat16), got {s}")
     return s
 
@@ -106,7 +105,8 @@ def _bn_from_onnx(ic):
             raise ic.error("the saved_mean/saved_var outputs of BatchNormalization before opset 14 "
                            "are not supported")
         attrs["training_mode"] = 1
-    if ic.opset < 9 and int(ic.attrs.get("spatial", 1)) == 0:
+    per_channel = getattr(ic.inputs[1].type, "rank", None) == 1  # then spatial makes no difference
+    if ic.opset < 9 and int(ic.attrs.get("spatial", 1)) == 0 and not per_channel:
         if n > 1:
             raise ic.error("training-mode BatchNormalization with spatial=0 is not supported")
         # Per-activation statistics: the parameters are (C, D1, ...) and broadcast against
@@ -115,7 +115,7 @@ def _bn_from_onnx(ic):
         eps = ic.const(np.asarray(attrs.get("epsilon", 1e-5), dtype=x.type.dtype.np))
         std = ic.add("Sqrt", [ic.add("Add", [var, eps])[0]])[0]
         norm = ic.add("Div", [ic.add("Sub", [x, mean])[0], std])[0]
-        return ic.emit("Add", [ic.add("Mul", [norm, scale])[0], b])
+        return _emit_n(ic, "Add", [ic.add("Mul", [norm, scale])[0], b], None, 1)
     return _emit_n(ic, "BatchNormalization", ic.inputs, attrs, n)
 
 

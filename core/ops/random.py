@@ -26,12 +26,17 @@ def _rng(seed) -> np.random.Generator:
     return np.random.default_rng(None if seed is None else int(np.float64(seed).view(np.uint64)))
 
 
-def _out_dtype(ctx, allowed, default=None):
-    d = ctx.attrs["dtype"] if ctx.attrs["dtype"] is not None else default
+def _out_dtype(ctx, allowed):
+    """The `dtype` attribute, else the input's element type; checked against `allowed`."""
+    d = ctx.attrs["dtype"]
+    names = sorted(t.name for t in allowed)
     if d is None:
         d = ctx.dtype(0)
-    if d not in allowed:
-        raise ctx.error(f"output type {d.name} is not one of {sorted(t.name for t in allowed)}")
+        if d not in allowed:
+            raise ctx.error(f"the input's type {d.name} is not a valid output type ({names}); "
+                            "set the dtype attribute")
+    elif d not in allowed:
+        raise ctx.error(f"dtype {d.name} is not one of {names}")
     return d
 
 

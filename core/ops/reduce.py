@@ -14,6 +14,7 @@ from .. import dtypes as dt
 from ._shape import ints
 from .registry import REDUCE, Attr, Tier, op
 
+#: The float types ONNX normalisation and softmax-like ops take.
 FLT = frozenset({dt.float32, dt.float64, dt.float16, dt.bfloat16})
 #: ONNX's type list for most reductions: floats and the 32/64-bit integers.
 RED = FLT | {dt.int32, dt.int64, dt.uint32, dt.uint64}

@@ -107,16 +107,22 @@ def _source_coords(ctm, n_in, n_out, scale, roi):
         return y / scale
     if ctm == "tf_half_pixel_for_nn":
         return (y + 0.5) / scale
+    # roi arithmetic stays in roi's own precision, as in ONNX's reference; this decides which side
+    # of an integer a coordinate lands on when nearest rounding uses floor or ceil.
     start, end = roi
+    shift = start * (n_in - 1)
     if width == 1:
-        return np.full(n_out, (start + end) / 2 * (n_in - 1))
-    return start * (n_in - 1) + y * (end - start) * (n_in - 1) / (width - 1)
+        return np.full(n_out, (end - start) * (n_in - 1) / 2 + shift)
+    return y * (end - start) * (n_in - 1) / (width - 1) + shift
 
 
 def _taps(x, n_in, scale, a):
     """Input indices (n_out, T) and weights (n_out, T) or None (nearest) for source coords x."""
     mode = a["mode"]
     if mode == "nearest":
+        # Coordinates a rounding error away from an integer count as that integer, so that floor and
+        # ceil do not jump a whole pixel on float noise (ONNX's reference and ORT agree on that).
+        x = np.where(np.abs(x - np.rint(x)) < 1e-9, np.rint(x), x)
         return np.clip(NEAREST[a["nearest_mode"]](x).astype(np.int64), 0, n_in - 1)[:, None], None
     # Taps sit around base = ceil(x) - 1, so the fraction r lies in (0, 1], as in ONNX's definition.
     base = np.ceil(x) - 1
@@ -156,11 +162,11 @@ def resize(x, roi, scales, sizes, a):
     out, scale, axes = _plan(ValueError, x.shape, scales if _given(scales) else None,
                              sizes if _given(sizes) else None, a["axes"], a["keep_aspect_ratio_policy"])
     r = x.ndim
-    rois = [(0.0, 1.0)] * r
+    rois = [(0.0, 1.0)] * r  # per axis (start, end), in the roi input's float type
     if ctm == "tf_crop_and_resize":
         if not _given(roi):
             raise ValueError("coordinate_transformation_mode tf_crop_and_resize needs roi")
-        rv = np.asarray(roi, np.float64).reshape(-1)
+        rv = np.asarray(roi).reshape(-1)
         if rv.size != 2 * len(axes):
             raise ValueError(f"roi has {rv.size} values, expected {2 * len(axes)}")
         for i, ax in enumerate(axes):

@@ -44,8 +44,8 @@ def _int(value, what, op_name) -> int:
 def _to_complex(x: np.ndarray) -> np.ndarray:
     """The complex signal, in single precision for float32 input: np.fft then rounds as an
     ONNX float32 implementation does (tiny results agree with the references' float32 noise)."""
-    c = np.complex128 if x.dtype == np.float64 else np.complex64
-    x = x.astype(c().real.dtype)
+    real, c = (np.float64, np.complex128) if x.dtype == np.float64 else (np.float32, np.complex64)
+    x = x.astype(real)
     if x.shape[-1] == 2:
         return (x[..., 0] + 1j * x[..., 1]).astype(c)
     return x[..., 0].astype(c)
@@ -75,12 +75,14 @@ def _dft_check(rank, last, axis, inverse, onesided, fail):
     return axis % rank
 
 
-def _dft_lengths(dim, n, inverse, onesided):
+def _dft_lengths(dim, n, inverse, onesided, fail):
     """(transform length, output length along the axis); None where unknown."""
     if n is None and isinstance(dim, int):
         n = 2 * (dim - 1) if onesided and inverse else dim
     if n is None:
         return None, None
+    if n < 1:
+        raise fail(f"the transform length (dft_length) must be positive, got {n}")
     return n, (n // 2 + 1 if onesided and not inverse else n)
 
 
@@ -94,14 +96,12 @@ def _dft_infer(ctx):
     if shape is None:
         return [dt.TensorType(None, ctx.dtype(0))]
     n = _scalar(ctx, 1, "dft_length")
-    if n is not None and n < 1:
-        raise ctx.error(f"dft_length must be positive, got {n}")
     out = list(shape)
     out[-1] = 1 if a["onesided"] and a["inverse"] else 2
     if axis is not None and ctx.has(1) and n is None:
         out[axis] = None  # a dft_length known only at run time
     elif axis is not None:
-        out[axis] = _dft_lengths(shape[axis], n, a["inverse"], a["onesided"])[1]
+        out[axis] = _dft_lengths(shape[axis], n, a["inverse"], a["onesided"], ctx.error)[1]
     elif ctx.has(1) or a["onesided"]:
         out[:-1] = [None] * (rank - 1)  # some axis changes length, but which one is not known
     return [dt.TensorType(tuple(out), ctx.dtype(0))]
@@ -112,9 +112,7 @@ def _dft_ref(x, dft_length=None, axis=None, inverse=0, onesided=0):
     ax = _dft_check(x.ndim, x.shape[-1], -2 if axis is None else _int(axis, "axis", "DFT"),
                     inverse, onesided, fail)
     n = None if dft_length is None else _int(dft_length, "dft_length", "DFT")
-    if n is not None and n < 1:
-        raise fail(f"dft_length must be positive, got {n}")
-    n, _ = _dft_lengths(x.shape[ax], n, inverse, onesided)
+    n, _ = _dft_lengths(x.shape[ax], n, inverse, onesided, fail)
     c = _to_complex(x)
     # np.fft zero-pads or truncates the axis to n, as ONNX's dft_length asks.
     if onesided and inverse:

@@ -3,6 +3,10 @@
 Before opset 13 these ops flattened the input to 2-D at `axis` ([d0*...*d(axis-1), d(axis)*...])
 and normalised each row. The adapter rewrites that form as Reshape -> op(axis=-1) -> Reshape,
 or as the plain op when the two forms agree (axis is the last non-unit dimension).
+
+Softmax and LogSoftmax round each step of ONNX's function body (subtract the max, exp, sum,
+divide / log) to the input type, the sum accumulated in float32 like ReduceSum: in half precision
+the kernel then agrees with its own lowering.
 """
 
 from __future__ import annotations
@@ -10,10 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from .reduce import wide
+from .reduce import FLT, wide
 from .registry import ACTIVATION, NN, Attr, Tier, op
-
-FLT = frozenset({dt.float32, dt.float64, dt.float16, dt.bfloat16})
 
 
 def _axis_infer(ctx):
@@ -25,14 +27,12 @@ def _axis_infer(ctx):
 
 
 def _shifted_exp(x, axis):
-    """x - max and exp(x - max), each rounded to x's type like the ONNX function body's steps
-    (ReduceMax, Sub, Exp), so that this kernel agrees with its lowering even in half precision."""
-    shifted = (x - np.max(x, axis=axis, keepdims=True)).astype(x.dtype)  # no overflow in exp
+    """x - max (so exp cannot overflow) and exp(x - max), each rounded to x's type."""
+    shifted = (x - np.max(x, axis=axis, keepdims=True)).astype(x.dtype)
     return shifted, np.exp(shifted).astype(x.dtype)
 
 
 def _sum(e, axis):
-    # Accumulated in float32 or wider and rounded once, as ReduceSum does.
     return np.sum(wide(e), axis=axis, keepdims=True).astype(e.dtype)
 
 

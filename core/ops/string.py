@@ -77,7 +77,7 @@ def _normalizer_ref(x, stopwords, is_case_sensitive, case_change_action, locale)
         kept = [s.lower() for s in kept]
     elif case_change_action == "UPPER":
         kept = [s.upper() for s in kept]
-    if not kept:  # ONNX: everything dropped gives one empty string
+    if not kept and x.size:  # ONNX: everything dropped gives one empty string
         kept = [""]
     out = _strings(kept)
     return out if x.ndim == 1 else out.reshape(1, -1)

@@ -1,0 +1,1 @@
+"""The CPU backend: native code for the host CPU through LLVM (llvmlite)."""

@@ -1,0 +1,1 @@
+"""Kernel generators (LLVM IR) used by the CPU code generator."""

@@ -1,0 +1,83 @@
+"""Constant folding: a node whose inputs are all constants becomes a constant.
+
+The value is computed by the op's NumPy reference, the same code the reference interpreter runs,
+so a folded graph computes exactly what the unfolded one did (the idea of Glow's ConstantFold,
+which compiles constant sub-graphs for its Interpreter backend). Folding walks the graph in order,
+so a whole constant sub-graph collapses in one pass. Values the builder already knows without
+input data (`Value.known`, e.g. Shape of a statically shaped tensor) fold the same way.
+
+Never folded: impure ops (`OpDef.pure=False`), ops with sub-graphs, results that are not plain
+arrays (sequences, optionals), and results whose type would differ from the node's (quantized).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..graph import Graph
+from ..rewrite import rebuild
+from .base import Pass
+
+#: Results larger than this stay computed at run time (folding would only move the bytes from the
+#: activation arena into the weights, and cost compile time).
+MAX_FOLD_BYTES = 64 << 20
+
+
+def _foldable(node) -> bool:
+    return node.op.pure and not node.op.has_subgraphs and not node.captures
+
+
+def _evaluate(node, ins):
+    """The node's results if every input is a constant, else its builder-known values, else None."""
+    if all(v is None or v.data is not None for v in ins):
+        with np.errstate(all="ignore"):
+            try:
+                res = node.op.reference(*[None if v is None else v.data for v in ins], **dict(node.attrs))
+            except Exception:  # noqa: BLE001 - a failing fold leaves the error to run time
+                return None
+        return list(res) if isinstance(res, tuple) else [res]
+    if all(o.known is not None for o in node.outputs):
+        return [o.known for o in node.outputs]
+    return None
+
+
+def _fits(value, old) -> bool:
+    """`value` can stand for the old output `old`: a plain array of a compatible type."""
+    t = old.type
+    if not isinstance(value, np.ndarray) or not isinstance(t, dt.TensorType):
+        return False
+    if isinstance(t.dtype, dt.QuantizedDType) or value.nbytes > MAX_FOLD_BYTES:
+        return False
+    try:
+        if dt.from_numpy(value.dtype) != t.dtype:
+            return False
+    except Exception:  # noqa: BLE001 - a dtype glow has no name for
+        return False
+    return dt.shape_fits(t.shape, value.shape)
+
+
+def fold_constants(graph: Graph) -> Graph:
+    def visit(rb, node, ins):
+        if not _foldable(node) or not node.outputs:
+            return None
+        if node.op.name == "Identity" and any(o is v for o in graph.outputs for v in node.outputs):
+            return None  # binds a graph output to its name: nothing to gain
+        values = _evaluate(node, ins)
+        if values is None or len(values) < len(node.outputs):
+            return None
+        values = values[:len(node.outputs)]
+        if not all(_fits(np.asarray(v) if np.isscalar(v) else v, o) for v, o in zip(values, node.outputs)):
+            return None
+        return [rb.constant(np.asarray(v), name=o.name) for v, o in zip(values, node.outputs)]
+
+    new, changed = rebuild(graph, visit)
+    if not changed:
+        return graph
+    from .dce import eliminate_dead_code
+
+    return eliminate_dead_code(new)
+
+
+CONSTANT_FOLD = Pass("constant-fold", fold_constants,
+                     "replace nodes computed from constants by their values (reference kernels)")
