@@ -132,10 +132,11 @@ def _freeze(attrs: dict) -> Mapping:
 def check_node_inputs(op: OpDef, where: str, inputs: Sequence, attrs: dict | None = None) -> dict:
     """Check input count and element types against the op's ports; return the completed attrs."""
     ports = op.in_ports
-    n_fixed = len(ports) - (1 if ports and ports[-1].variadic else 0)
     if ports and ports[-1].variadic:
-        if len(inputs) < n_fixed:
-            raise GraphError(f"{where}: expects at least {n_fixed} inputs, got {len(inputs)}")
+        # trailing absent inputs are dropped, so only ports up to the last required one must exist
+        required = max((i + 1 for i, p in enumerate(ports[:-1]) if not p.optional), default=0)
+        if len(inputs) < required:
+            raise GraphError(f"{where}: expects at least {required} inputs, got {len(inputs)}")
     elif len(inputs) > len(ports):
         raise GraphError(f"{where}: expects at most {len(ports)} inputs, got {len(inputs)}")
     bound: dict[str, object] = {}
@@ -280,7 +281,7 @@ class GraphBuilder:
         if opdef.known_value is not None:
             vals = list(opdef.known_value(ctx)) + [None] * n
             return vals[:n]
-        if not inputs or any(v is not None and v.known is None for v in inputs):
+        if any(v is not None and v.known is None for v in inputs):
             return [None] * n
         if sum(v.known.size for v in inputs if v is not None) > KNOWN_VALUE_LIMIT:
             return [None] * n

@@ -186,11 +186,12 @@ class Importer:
         for i, vi in enumerate(g.input):
             if vi.name in inits:
                 continue  # IR v3: initializers are listed as inputs; they are weights, not feeds
-            if vi.type.WhichOneof("value") is None:
-                t = input_types[i] if input_types is not None and i < len(input_types) else None
-                if t is None:
+            given = input_types[i] if input_types is not None and i < len(input_types) else None
+            if not _complete(vi.type):
+                if given is None:
                     raise ModelLoadError(f"sub-graph input '{vi.name}' has no type and none can be "
                                          "derived from its node")
+                t = given  # a body input ONNX leaves (partly) untyped: the node's input fixes it
             else:
                 t = self.vtype(vi.type, f"graph input '{vi.name}'")
             scope.bind(vi.name, b.input(vi.name, t))
@@ -265,9 +266,8 @@ class Importer:
 
     def attribute(self, a: AttributeProto, scope: Scope, node):
         if a.type == AttributeProto.GRAPH:
-            hints = _subgraph_input_hints(node, [scope.lookup(n) if n else None for n in node.input])
             sub = self.import_graph(a.g, scope, a.g.name or f"{node.op_type}_{a.name}",
-                                    input_types=hints)
+                                    input_types=self._body_input_types(node, scope))
             return sub, [scope.lookup(c.name) for c in sub.captures]
         if a.type == AttributeProto.GRAPHS:
             subs = tuple(self.import_graph(g, scope, g.name or f"{node.op_type}_{a.name}")
@@ -284,6 +284,16 @@ class Importer:
         if a.ref_attr_name:
             raise GraphError(f"attribute '{a.name}' refers to a function attribute outside a function")
         return onnx.helper.get_attribute_value(a), []
+
+    def _body_input_types(self, node, scope: Scope):
+        """Types for a control-flow body's inputs, from the node's inputs (see ops/control.py)."""
+        from .ops.control import body_input_types
+
+        inputs = [scope.lookup(n) if n else None for n in node.input]
+        raw = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute
+               if a.type not in (AttributeProto.GRAPH, AttributeProto.GRAPHS)}
+        types = [None if v is None else v.type for v in inputs]
+        return body_input_types(node.op_type, types, raw, self.opsets.get(node.domain or "", 0))
 
     def _sparse(self, st) -> np.ndarray:
         values = self.tensor(st.values)
@@ -325,25 +335,16 @@ class Importer:
         return [inner.lookup(rename.get(o, prefix + o)) for o in fn.output]
 
 
-def _subgraph_input_hints(node, inputs) -> list | None:
-    """Types for a body graph's untyped inputs (ONNX lets Loop/Scan bodies omit them)."""
-    if node.op_type == "Loop":
-        scalar = [dt.TensorType((), dt.int64), dt.TensorType((), dt.bool_)]
-        return scalar + [v.type if v is not None else None for v in inputs[2:]]
-    if node.op_type == "Scan":
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        n_scan = attrs.get("num_scan_inputs", 0)
-        state = [v.type if v is not None else None for v in inputs[: len(inputs) - n_scan]]
-        axes = list(attrs.get("scan_input_axes", [])) or [0] * n_scan
-        scans = []
-        for v, ax in zip(inputs[len(inputs) - n_scan:], axes):
-            t = v.type if v is not None else None
-            if isinstance(t, dt.TensorType) and t.shape is not None:
-                ax = ax % len(t.shape) if t.shape else 0
-                t = dt.TensorType(t.shape[:ax] + t.shape[ax + 1:], t.dtype)
-            scans.append(t)
-        return state + scans
-    return None
+def _complete(tp: onnx.TypeProto) -> bool:
+    """Whether a TypeProto names a full type (element types all the way down)."""
+    kind = tp.WhichOneof("value")
+    if kind == "tensor_type":
+        return tp.tensor_type.elem_type != 0
+    if kind == "sequence_type":
+        return _complete(tp.sequence_type.elem_type)
+    if kind == "optional_type":
+        return _complete(tp.optional_type.elem_type)
+    return False
 
 
 class Scope:

@@ -2,3 +2,5 @@
 
 from . import rules_elementwise  # noqa: F401
 from . import rules_recurrent  # noqa: F401
+from . import rules_activation  # noqa: F401
+from . import rules_attention  # noqa: F401

@@ -12,7 +12,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import GraphError
 from .registry import CONTROL, Attr, Tier, op
-from .sequence import allow_empty_variadic, graph_attr, merged
+from .sequence import graph_attr, merged
 
 BOOL = frozenset({dt.bool_})
 I64 = frozenset({dt.int64})
@@ -186,13 +186,13 @@ def _loop_from_onnx(ic):
     return ic.emit("Loop", inputs, ic.attrs)
 
 
-allow_empty_variadic(op(
-    "Loop", inputs=("M:I?", "cond:B?", "v_initial*"), outputs=("v_final_and_scan_outputs*",),
+op(
+    "Loop", inputs=("M:I?", "cond:B?", "v_initial*?"), outputs=("v_final_and_scan_outputs*",),
     types={"I": I64, "B": BOOL}, attrs=(Attr("body", "graph"),),
     infer=_loop_infer, reference=_loop_ref, groups={CONTROL}, tier=Tier.HIGH, onnx_since=1,
     from_onnx=_loop_from_onnx,
     doc="Runs `body` while the trip count M and the condition allow, threading loop-carried values; "
-        "returns their final values and the per-iteration scan outputs stacked on a new axis 0."))
+        "returns their final values and the per-iteration scan outputs stacked on a new axis 0.")
 
 
 # -- Scan ----------------------------------------------------------------------------------------

@@ -89,8 +89,11 @@ class Port:
 
     @staticmethod
     def parse(spec: str) -> Port:
-        optional, variadic = spec.endswith("?"), spec.endswith("*")
-        spec = spec.rstrip("?*")
+        base = spec.rstrip("?*")
+        suffix = spec[len(base):]
+        # "x?" optional, "x*" variadic (one or more), "x*?" variadic that may be empty
+        optional, variadic = "?" in suffix, "*" in suffix
+        spec = base
         name, _, tv = spec.partition(":")
         return Port(name, tv or None, optional, variadic)
 
@@ -250,3 +253,5 @@ def canonical_attr(attr: Attr, value, where: str):
         return value
     except (TypeError, ValueError):
         raise GraphError(f"{where}: attribute '{attr.name}' expects {attr.kind}, got {value!r}") from None
+    except GraphError as e:
+        raise GraphError(f"{where}: attribute '{attr.name}': {e}") from None

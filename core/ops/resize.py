@@ -466,8 +466,8 @@ def _affine_ref(theta, size, *, align_corners):
         raise ValueError(f"theta shape {list(theta.shape)} does not fit size {size}")
     lines = []
     for n in sp:
-        if n <= 1:
-            lines.append(np.zeros(n))  # a single sample sits at the centre either way
+        if n <= 1 and align_corners:
+            lines.append(np.full(n, -1.0))  # ONNX's function body and reference start at -1
         elif align_corners:
             lines.append(np.linspace(-1.0, 1.0, n))
         else:

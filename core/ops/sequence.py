@@ -12,23 +12,11 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import GraphError
 from ._shape import ints
-from .registry import MOVEMENT, SEQUENCE, Attr, Port, Tier, op
+from .registry import MOVEMENT, SEQUENCE, Attr, Tier, op
 
 #: Element types a sequence or optional may hold.
 ELEMS = frozenset(dt.ALL)
 INDEX = frozenset({dt.int32, dt.int64})
-
-
-def allow_empty_variadic(opdef):
-    """Let the op's trailing variadic input take zero values (ONNX min arity 0).
-
-    Port syntax has no spelling for an optional variadic ("x*" means one or more), so the parsed
-    port is replaced; the registry stays the single place ports come from otherwise.
-    """
-    last = opdef.in_ports[-1]
-    ports = opdef.in_ports[:-1] + (Port(last.name, last.typevar, True, True),)
-    object.__setattr__(opdef, "in_ports", ports)
-    return opdef
 
 
 # -- type merging (shared with control flow) -----------------------------------------------------
@@ -315,12 +303,12 @@ def _map_ref(seq, *extra, body, _scope=None):
     return tuple(outs)
 
 
-allow_empty_variadic(op(
-    "SequenceMap", inputs=("input_sequence", "additional_inputs*"), outputs=("out_sequence*",),
+op(
+    "SequenceMap", inputs=("input_sequence", "additional_inputs*?"), outputs=("out_sequence*",),
     attrs=(Attr("body", "graph"),), infer=_map_infer, reference=_map_ref, groups={SEQUENCE},
     tier=Tier.HIGH, onnx_since=17,
     doc="Runs `body` on each sample of the input sequence(s) (tensor inputs are passed whole) and "
-        "collects each output into a sequence."))
+        "collects each output into a sequence.")
 
 
 # -- optionals -----------------------------------------------------------------------------------

@@ -1,0 +1,200 @@
+"""2-D convolution kernels on NHWC tensors.
+
+* General (and grouped) convolution is an implicit GEMM: rows are output pixels, columns output
+  channels, and k runs over (dy, dx, input channel). A row's A data is read straight from the
+  padded input at offsets computed per kernel position, so no im2col buffer exists. Weights are
+  packed at compile time into the GEMM's NR-column panels.
+* Depthwise convolution (one input channel per group) vectorises over channels instead.
+
+Inputs are already padded (the backend emits an explicit Pad), so kernels never test bounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llvmlite.ir as ir
+import numpy as np
+
+from ..irutil import I64, VEC, KernelBuilder, vec
+from .gemm import MR, NR, Epilogue, emit_tile, pack_b, split_range
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    n: int
+    hp: int  # padded input height
+    wp: int  # padded input width
+    cin: int
+    ho: int
+    wo: int
+    cout: int
+    kh: int
+    kw: int
+    sh: int = 1
+    sw: int = 1
+    dh: int = 1
+    dw: int = 1
+    groups: int = 1
+
+    @property
+    def cin_g(self) -> int:
+        return self.cin // self.groups
+
+    @property
+    def cout_g(self) -> int:
+        return self.cout // self.groups
+
+    @property
+    def depthwise(self) -> bool:
+        return self.groups == self.cin and self.cout == self.cin and self.groups > 1
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.n * self.ho * self.wo * self.cout * self.cin_g * self.kh * self.kw
+
+
+def pack_conv_weights(w: np.ndarray, g: ConvGeometry) -> np.ndarray:
+    """W[Cout, Cin/groups, kh, kw] -> per group, packed GEMM panels of [kh*kw*Cin_g, Cout_g]."""
+    w = np.asarray(w, np.float32)
+    if g.depthwise:  # [C, 1, kh, kw] -> [kh*kw, C]
+        return np.ascontiguousarray(w.reshape(g.cout, g.kh * g.kw).T)
+    parts = []
+    for grp in range(g.groups):
+        wg = w[grp * g.cout_g:(grp + 1) * g.cout_g]  # [Cout_g, Cin_g, kh, kw]
+        kmat = wg.transpose(2, 3, 1, 0).reshape(g.kh * g.kw * g.cin_g, g.cout_g)
+        parts.append(pack_b(kmat).reshape(-1))
+    return np.concatenate(parts)
+
+
+def emit_conv(module: ir.Module, name: str, g: ConvGeometry, *, has_bias: bool = False,
+              activation: str | None = None, clip=(0.0, 6.0)) -> ir.Function:
+    """`void name(float* in_padded, float* packed_w, float* out, float* bias, i64 tid, i64 nth)`."""
+    if g.depthwise:
+        return _emit_depthwise(module, name, g, has_bias, activation, clip)
+    kb = KernelBuilder(module, name, [ir.PointerType()] * 4 + [I64, I64])
+    inp, wp, out, bias, tid, nth = kb.args
+    b = kb.b
+    P = g.n * g.ho * g.wo
+    K = g.kh * g.kw * g.cin_g
+    npanels = -(-g.cout_g // NR)
+    group_size = npanels * K * NR  # packed floats per group
+    tiles = -(-P // MR)
+    # Split across threads by row tiles: every thread streams the same (L2-resident) weights.
+    t_lo, t_hi = split_range(kb, tiles, tid, nth)
+    last_valid = g.cout_g - (npanels - 1) * NR
+
+    def row_offset(p):
+        n_ = b.udiv(p, kb.i64(g.ho * g.wo))
+        rem = b.urem(p, kb.i64(g.ho * g.wo))
+        oy = b.udiv(rem, kb.i64(g.wo))
+        ox = b.urem(rem, kb.i64(g.wo))
+        y = b.mul(oy, kb.i64(g.sh))
+        x = b.mul(ox, kb.i64(g.sw))
+        pix = b.add(b.mul(b.add(b.mul(n_, kb.i64(g.hp)), y), kb.i64(g.wp)), x)
+        return b.mul(pix, kb.i64(g.cin))
+
+    def tile(t, mr, grp, panel):
+        i0 = b.mul(t, kb.i64(MR))
+        ps = [b.add(i0, kb.i64(r)) for r in range(mr)]
+        rows = [b.add(row_offset(p), kb.i64(grp * g.cin_g)) for p in ps]
+        crow = [b.mul(p, kb.i64(g.cout)) for p in ps]
+        col0 = b.add(b.mul(panel, kb.i64(NR)), kb.i64(grp * g.cout_g))
+        wgrp = kb.ptr(wp, grp * group_size)
+
+        def segs(emit):
+            with kb.loop(0, g.kh, name="dy") as dy:
+                with kb.loop(0, g.kw, name="dx") as dx:
+                    tap = b.add(b.mul(dy, kb.i64(g.dh * g.wp)), b.mul(dx, kb.i64(g.dw)))
+                    a_tap = b.mul(tap, kb.i64(g.cin))
+                    k_tap = b.mul(b.add(b.mul(dy, kb.i64(g.kw)), dx), kb.i64(g.cin_g))
+                    with kb.loop(0, g.cin_g, name="c") as c:
+                        emit(b.add(a_tap, c), b.add(k_tap, c), K * NR)
+
+        epi = Epilogue(bias if has_bias else None, activation, clip)
+
+        def run(n_valid):
+            emit_tile(kb, mr, inp, rows, wgrp, panel, segs, out, crow, col0, n_valid, epi)
+
+        if last_valid == NR:
+            run(None)
+        else:
+            with b.if_else(b.icmp_signed("==", panel, kb.i64(npanels - 1))) as (then, other):
+                with then:
+                    run(last_valid)
+                with other:
+                    run(None)
+
+    full = P // MR
+    for grp in range(g.groups):
+        with kb.loop(0, npanels, name="panel") as panel:
+            hi = b.select(b.icmp_signed("<", t_hi, kb.i64(full)), t_hi, kb.i64(full))
+            with kb.loop(t_lo, hi, name="tile") as t:
+                tile(t, MR, grp, panel)
+            if P % MR:
+                with b.if_then(b.icmp_signed("==", t_hi, kb.i64(tiles))):
+                    tile(kb.i64(full), P % MR, grp, panel)
+    return kb.finish()
+
+
+def _emit_depthwise(module, name, g: ConvGeometry, has_bias, activation, clip):
+    """out[p, c] = sum over taps of in[p + tap, c] * w[tap, c]: vectors of 16 channels."""
+    kb = KernelBuilder(module, name, [ir.PointerType()] * 4 + [I64, I64])
+    inp, wp, out, bias, tid, nth = kb.args
+    b = kb.b
+    C = g.cin
+    P = g.n * g.ho * g.wo
+    lo, hi = split_range(kb, P, tid, nth)
+    epi = Epilogue(bias if has_bias else None, activation, clip)
+    chunks = [(c0, min(VEC, C - c0)) for c0 in range(0, C, VEC)]
+    with kb.loop(lo, hi, name="p") as p:
+        n_ = b.udiv(p, kb.i64(g.ho * g.wo))
+        rem = b.urem(p, kb.i64(g.ho * g.wo))
+        oy = b.udiv(rem, kb.i64(g.wo))
+        ox = b.urem(rem, kb.i64(g.wo))
+        base = b.add(b.mul(b.add(b.mul(n_, kb.i64(g.hp)), b.mul(oy, kb.i64(g.sh))), kb.i64(g.wp)),
+                     b.mul(ox, kb.i64(g.sw)))
+        base = b.mul(base, kb.i64(C))
+        with kb.loop(0, (C + VEC - 1) // VEC, name="cv") as cv:
+            c0 = b.mul(cv, kb.i64(VEC))
+            acc = kb.var(vec(), ir.Constant(vec(), [0.0] * VEC))
+            for dy in range(g.kh):
+                for dx in range(g.kw):
+                    off = (dy * g.dh * g.wp + dx * g.dw) * C
+                    x = _load_lanes(kb, inp, b.add(b.add(base, kb.i64(off)), c0), C, c0, chunks)
+                    w = _load_lanes(kb, wp, b.add(kb.i64((dy * g.kw + dx) * C), c0), C, c0, chunks)
+                    b.store(kb.fma(x, w, b.load(acc)), acc)
+            val = b.load(acc)
+            _store_lanes(kb, epi, val, out, b.add(b.mul(p, kb.i64(C)), c0), c0, C)
+    return kb.finish()
+
+
+def _lane_mask(kb, c0, total):
+    """Lanes c0 + i < total (runtime mask for the last channel chunk)."""
+    b = kb.b
+    idx = ir.Constant(ir.VectorType(I64, VEC), list(range(VEC)))
+    lanes = b.add(kb.splat(c0), idx)
+    return b.icmp_signed("<", lanes, ir.Constant(ir.VectorType(I64, VEC), [total] * VEC))
+
+
+def _load_lanes(kb, base, offset, total, c0, chunks):
+    if total % VEC == 0:
+        return kb.b.load(kb.ptr(base, offset), typ=vec(), align=4)
+    f = kb.intrinsic("llvm.masked.load.v16f32.p0", vec(), [ir.PointerType(), ir.IntType(32),
+                                                            ir.VectorType(ir.IntType(1), VEC), vec()])
+    return kb.b.call(f, [kb.ptr(base, offset), ir.Constant(ir.IntType(32), 4), _lane_mask(kb, c0, total),
+                         ir.Constant(vec(), [0.0] * VEC)])
+
+
+def _store_lanes(kb, epi: Epilogue, val, out, offset, c0, total):
+    b = kb.b
+    if epi.bias is not None:
+        bias = _load_lanes(kb, epi.bias, c0, total, c0, None)
+        val = b.fadd(val, bias)
+    val = Epilogue(None, epi.activation, epi.clip).apply(kb, val, c0)
+    if total % VEC == 0:
+        b.store(val, kb.ptr(out, offset), align=4)
+        return
+    st = kb.intrinsic("llvm.masked.store.v16f32.p0", ir.VoidType(),
+                      [vec(), ir.PointerType(), ir.IntType(32), ir.VectorType(ir.IntType(1), VEC)])
+    b.call(st, [val, kb.ptr(out, offset), ir.Constant(ir.IntType(32), 4), _lane_mask(kb, c0, total)])

@@ -1,0 +1,178 @@
+"""Backend-requested fusions: elementwise chains into one kernel, activations into producers.
+
+A backend asks for fusions by returning requests from `Backend.fusions()` (looked up with
+`getattr`, so backends that say nothing get none):
+
+    FuseElementwise()                  Relu(Add(Mul(a, b), c)) -> FusedElementwise{body}(a, b, c)
+    FuseActivation({"Conv", "Gemm"})   Relu(Conv(x, w, b))     -> FusedKernel{body}(x, w, b)
+
+A fused node carries its members as a sub-graph (`body`), so the graph interpreter runs it as it
+ran the members, and IR generation turns the body into an expression tree (a fused-elementwise
+instruction, or a kernel instruction with an elementwise epilogue). Only single-reader chains of
+equal shape fuse, so no intermediate is needed outside the kernel and nothing is computed twice.
+Scalar constants stay inside the body as immediates; larger constants become inputs.
+
+The two fused ops are glow-internal: they are not registered in the op table (no ONNX name, no
+lowering rule) and appear only after lowering, in graphs handed to a backend that asked for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import dtypes as dt
+from ..graph import Graph, GraphBuilder
+from ..ops.registry import ELEMENTWISE, Attr, OpDef
+from ..rewrite import rebuild
+from .base import Pass
+
+
+@dataclass(frozen=True)
+class FuseElementwise:
+    """Fuse single-reader chains of same-shaped elementwise ops into one kernel."""
+
+    max_ops: int = 64
+
+
+@dataclass(frozen=True)
+class FuseActivation:
+    """Fuse an elementwise chain into the op producing its input (e.g. Conv + Relu)."""
+
+    producers: frozenset = field(default_factory=lambda: frozenset({"Conv", "ConvTranspose", "Gemm",
+                                                                    "MatMul"}))
+
+
+def _fused_infer(ctx):
+    return [o.type for o in ctx.attrs["body"].outputs]
+
+
+def _fused_reference(*inputs, body, **_):
+    from ..interpreter import run_graph
+
+    outs = run_graph(body, {v.name: x for v, x in zip(body.inputs, inputs)}, check=False)
+    return tuple(outs[v.name] for v in body.outputs)
+
+
+FUSED_ELEMENTWISE = OpDef(
+    name="FusedElementwise", domain="glow", inputs=("inputs*",), outputs=("outputs*",),
+    attrs=(Attr("body", "graph"),), infer=_fused_infer, reference=_fused_reference,
+    groups=frozenset({ELEMENTWISE}), doc="A chain of elementwise ops run as one kernel.")
+FUSED_KERNEL = OpDef(
+    name="FusedKernel", domain="glow", inputs=("inputs*",), outputs=("outputs*",),
+    attrs=(Attr("body", "graph"),), infer=_fused_infer, reference=_fused_reference,
+    doc="An op (Conv, Gemm, ...) followed by an elementwise epilogue, run as one kernel.")
+FUSED_OPS = (FUSED_ELEMENTWISE, FUSED_KERNEL)
+
+
+def _fusible(node) -> bool:
+    out = node.outputs[0] if len(node.outputs) == 1 else None
+    return (out is not None and node.op.in_group(ELEMENTWISE) and node.op.pure
+            and node.op not in FUSED_OPS and not node.op.has_subgraphs and not node.captures
+            and isinstance(out.type, dt.TensorType) and out.type.is_static
+            and out.type.dtype != dt.string)
+
+
+def _groups(graph: Graph, requests) -> list[tuple]:
+    """[(head producer or None, members in order)] for every fusion worth making."""
+    users, outputs = graph.users(), {id(v) for v in graph.outputs}
+    ew = next((r for r in requests if isinstance(r, FuseElementwise)), None)
+    act = next((r for r in requests if isinstance(r, FuseActivation)), None)
+    root_of: dict[int, object] = {}
+    members: dict[int, list] = {}
+
+    def sole_reader(v):
+        us = users.get(id(v), [])
+        if len(us) != 1 or id(v) in outputs or sum(1 for x in us[0].all_inputs if x is v) != 1:
+            return None
+        return us[0]
+
+    for node in reversed(graph.nodes):
+        if not _fusible(node):
+            continue
+        reader = sole_reader(node.outputs[0])
+        root = root_of.get(id(reader)) if reader is not None and ew is not None else None
+        if root is not None and node.outputs[0].type.shape == root.outputs[0].type.shape \
+                and len(members[id(root)]) < ew.max_ops:
+            root_of[id(node)] = root
+            members[id(root)].insert(0, node)
+        else:
+            root_of[id(node)] = node
+            members[id(node)] = [node]
+    out = []
+    for root_id, ms in members.items():
+        root, head = ms[-1], None
+        if act is not None:
+            ins = {id(v) for m in ms for v in m.all_inputs}
+            for m in ms:
+                for v in m.all_inputs:
+                    p = v.node
+                    if (p is not None and p.op.name in act.producers and len(p.outputs) == 1
+                            and sole_reader(v) is m and p.op.pure and not p.captures
+                            and v.type == root.outputs[0].type and id(v) in ins):
+                        head = p
+                        break
+                if head is not None:
+                    break
+        if head is not None or len(ms) > 1:
+            out.append((head, ms))
+    return out
+
+
+def _body(head, members) -> tuple[Graph, list]:
+    """The members as a sub-graph over fresh inputs; returns it and the outer values it reads."""
+    b = GraphBuilder(f"{members[-1].name}/body")
+    ext, mapping = [], {}
+
+    def m(v, inline=True):
+        if v is None:
+            return None
+        if id(v) in mapping:
+            return mapping[id(v)]
+        if inline and v.data is not None and v.data.size <= 1 and v.data.dtype != object:
+            return v  # a scalar constant: an immediate in the elementwise expression
+        ph = b.input(f"in{len(ext)}", v.type)
+        ext.append(v)
+        mapping[id(v)] = ph
+        return ph
+
+    for n in ([head] if head is not None else []) + list(members):
+        # The head's arguments are always inputs: its kernel takes operands, not immediates.
+        ins = [m(v, inline=n is not head) for v in n.inputs]
+        out = b.add(n.op, ins, dict(n.attrs), name=n.name, num_outputs=1)[0]
+        mapping[id(n.outputs[0])] = out
+    return b.build([mapping[id(members[-1].outputs[0])]]), ext
+
+
+def fuse(graph: Graph, requests) -> Graph:
+    requests = tuple(requests or ())
+    if not requests:
+        return graph
+    plans = {id(ms[-1]): (head, ms) for head, ms in _groups(graph, requests)}
+    if not plans:
+        return graph
+    new_of: dict[int, object] = {}
+
+    def visit(rb, node, ins):
+        for old, new in zip(node.inputs, ins):
+            if old is not None:
+                new_of[id(old)] = new
+        plan = plans.get(id(node))
+        if plan is None:
+            return None
+        head, ms = plan
+        body, ext = _body(head, ms)
+        if not ext:
+            return None  # only immediates: constant folding's business, not a kernel's
+        op = FUSED_KERNEL if head is not None else FUSED_ELEMENTWISE
+        inputs = [v if v.data is not None else new_of[id(v)] for v in ext]
+        name = f"{node.name}/fused"
+        return rb.add(op, inputs, {"body": body}, name=name, num_outputs=1)
+
+    new, _ = rebuild(graph, visit)
+    from .dce import eliminate_dead_code
+
+    return eliminate_dead_code(new)
+
+
+def fusion_pass(requests) -> Pass:
+    return Pass("fuse", lambda g: fuse(g, requests), "fusions the backend asked for")

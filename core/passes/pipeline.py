@@ -1,0 +1,51 @@
+"""The pass pipelines, each one readable function.
+
+    optimize_graph        target-independent: before lowering (compile-flow step 3)
+    finish_for_backend    after lowering: clean-up, then the fusions the backend asked for (step 6)
+"""
+
+from __future__ import annotations
+
+from ..graph import Graph
+from .base import FixedPoint, PassLog, run_passes
+from .batchnorm import FOLD_BATCHNORM
+from .cse import CSE
+from .dce import DCE
+from .fold import CONSTANT_FOLD
+from .fusion import fusion_pass
+from .simplify import SIMPLIFY
+from .sinking import SINK
+
+# Folding, simplifying and merging feed each other (a folded shape makes a Reshape static, which
+# makes two Reshapes mergeable, which makes two nodes equal), so they run together to a fixed point.
+CLEANUP = FixedPoint("cleanup", (DCE, CONSTANT_FOLD, SIMPLIFY, CSE))
+
+
+def default_pipeline() -> list:
+    return [
+        DCE,              # drop what no output needs before spending time on it
+        CLEANUP,          # constants folded (weights computed by ConstantOfShape become weights)
+        FOLD_BATCHNORM,   # BatchNormalization and per-channel Mul/Add into Conv/Gemm weights
+        SINK,             # Transpose/Reshape below elementwise ops ...
+        CLEANUP,          # ... where adjacent pairs merge or cancel; then re-fold and re-merge
+    ]
+
+
+def optimize_graph(graph: Graph, log: PassLog | None = None) -> Graph:
+    """The target-independent optimisation pipeline."""
+    return run_passes(graph, default_pipeline(), log)
+
+
+def backend_pipeline(fusions=()) -> list:
+    return [
+        CLEANUP,                 # lowering leaves constant shapes and no-op reshapes behind
+        fusion_pass(fusions),    # what the backend asked for: kernels it will generate whole
+        DCE,
+    ]
+
+
+def finish_for_backend(graph: Graph, backend, log: PassLog | None = None) -> Graph:
+    """Clean up after lowering, then apply the fusions `backend.fusions()` asks for."""
+    fusions = getattr(backend, "fusions", None)
+    requests = tuple(fusions()) if callable(fusions) else ()
+    return run_passes(graph, backend_pipeline(requests), log)
