@@ -66,7 +66,31 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--backend", "-b", default=None)
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.set_defaults(func=cmd_compile)
+
+    bn = sub.add_parser("bench", help="time a model against onnxruntime (interleaved, medians)",
+                        description="Benchmark MODEL (a path, a light model name such as 'resnet50', or "
+                        "'mlp', 'small_cnn', 'transformer') with glow and onnxruntime in one process.")
+    bn.add_argument("model")
+    bn.add_argument("--backend", "-b", default=None)
+    bn.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                    help="threads for glow and the peer (default: all cores)")
+    bn.add_argument("--rounds", type=int, default=20)
+    bn.add_argument("--vs", default="onnxruntime", choices=["onnxruntime", "none"])
+    bn.add_argument("--native", choices=["floor", "all"], default=None)
+    bn.add_argument("--json", action="store_true")
+    bn.set_defaults(func=cmd_bench)
     return p
+
+
+def cmd_bench(args) -> int:
+    from .bench import bench, format_result
+
+    if args.threads < 1 or args.rounds < 1:
+        raise InputError("--threads and --rounds must be at least 1")
+    r = bench(args.model, backend=args.backend, threads=args.threads, rounds=args.rounds,
+              vs=None if args.vs == "none" else args.vs, native=args.native)
+    print(json.dumps(r.to_dict(), indent=2) if args.json else format_result(r))
+    return 0
 
 
 # -- run -------------------------------------------------------------------------------------------

@@ -32,18 +32,8 @@ def _strides(shape) -> list[int]:
 
 def contiguous_offset(shape, region) -> int | None:
     """Element offset of `region` ([(start, stop)] per axis) if it is one contiguous run in a
-    row-major tensor of `shape`, else None. Contiguous: unit extents, then one partial axis, then
-    full axes."""
-    partial_seen = False
-    for (a, b), d in zip(region, shape):
-        if partial_seen and (a, b) != (0, d):
-            return None
-        if b - a != 1 or d == 1:
-            if (a, b) != (0, d) or b - a != d:
-                partial_seen = True
-            if b - a != 1 and (a, b) != (0, d):
-                partial_seen = True
-    # Check the rule directly: find the first axis not of extent one.
+    row-major tensor of `shape`, else None. Contiguous: axes of extent one, then one axis of any
+    extent, then only full axes."""
     k = next((i for i, (a, b) in enumerate(region) if b - a != 1), len(region))
     if any((a, b) != (0, d) for (a, b), d in zip(region[k + 1:], shape[k + 1:])):
         return None
@@ -134,9 +124,7 @@ class _Gen:
     # -- per-node translation ----------------------------------------------------------------
     def node(self, n: Node):
         src = self.get(n.inputs[0]) if n.inputs and n.inputs[0] is not None else None
-        viewable = (src is not None and not src.root.boxed and src.root.data is None or
-                    src is not None and src.root.kind == WEIGHT and src.root.data.dtype != object)
-        if viewable and all(_plain(o) for o in n.outputs) and _plain(n.inputs[0]):
+        if src is not None and not src.root.boxed and all(_plain(o) for o in n.outputs) and _plain(n.inputs[0]):
             if self.try_view(n, src):
                 return
         if n.op.name == "Concat" and all(_plain(v) for v in n.inputs) and _plain(n.outputs[0]):
@@ -265,9 +253,9 @@ def generate_ir(graph: Graph, order: list[Node] | None = None) -> IRFunction:
     gen = _Gen(graph)
     for n in order if order is not None else graph.nodes:
         gen.node(n)
+    written = {id(o.root) for i in gen.instrs for o in i.outputs if o is not None}
     for v, b in zip(graph.outputs, gen.outputs):  # outputs that are inputs or constants
-        if not any(b in i.outputs or any(o.root is b for o in i.outputs if o is not None)
-                   for i in gen.instrs):
+        if id(b) not in written:
             gen.emit(Instr("copy", v.name, (b,), (gen.get(v),)))
     acts = [b for b in gen.buffers if b.kind == ACTIVATION]
     instrs = ([Instr("alloc", b.name, (b,)) for b in acts] + gen.instrs +

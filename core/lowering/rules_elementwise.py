@@ -350,9 +350,11 @@ def _floored(rb, r, b):
     return op1(rb, "Where", fix, op1(rb, "Add", r, b), r)
 
 
-#: Float remainders are computed in the next wider type: there the product q * b of an integral
-#: quotient and a divisor of the narrower type is exact, so a - q * b is the exact remainder.
-_WIDER = {dt.float16: dt.float32, dt.bfloat16: dt.float32, dt.float32: dt.float64}
+#: Float remainders are computed in float64: there the product q * b of an integral quotient
+#: and a divisor of a narrower type is exact while q < 2^(53 - mantissa bits of b) (always, for
+#: float16; below 2^29 for float32), so a - q * b is the exact remainder. float64 itself (and
+#: larger quotients) get a - q * b rounded once: off by up to half an ulp of a.
+_WIDER = {dt.float16: dt.float64, dt.bfloat16: dt.float64, dt.float32: dt.float64}
 
 
 def _float_mod(rb, a, b, fmod, out_dtype):

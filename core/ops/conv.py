@@ -53,6 +53,7 @@ def out_extent(fail, n, k, s, d, pb, pe, auto_pad, ceil_mode=False):
     n may be non-int (symbolic/unknown): the result is then None. With auto_pad the explicit pads are
     ignored; ceil_mode changes nothing there (ONNX's SAME/VALID formulas agree for both).
     """
+    auto_pad = auto_pad or "NOTSET"  # some old exporters write an empty string
     if auto_pad not in AUTO_PADS:
         raise fail(f"auto_pad '{auto_pad}' is not one of {', '.join(AUTO_PADS)}")
     if not isinstance(n, int):
@@ -288,7 +289,7 @@ def _transpose_geometry(fail, in_dims, kernel, a):
         oshape = oshape[2:]
     if oshape is not None and len(oshape) != nsp:
         raise fail(f"output_shape {oshape} has {len(oshape)} entries, expected {nsp}")
-    auto_pad = a["auto_pad"]
+    auto_pad = a["auto_pad"] or "NOTSET"
     if auto_pad not in AUTO_PADS:
         raise fail(f"auto_pad '{auto_pad}' is not one of {', '.join(AUTO_PADS)}")
     outs, pbs = [], []
