@@ -27,10 +27,11 @@ def _as_graph(model) -> Graph:
 
 
 def compile(model, backend: str | None = None, *, native: str | None = None,
-            threads: int | None = None, devices=None) -> Executable:
+            threads: int | None = None, devices=None, optimize: bool = True) -> Executable:
     """Compile a model (Graph, ModelProto or path) for a backend; returns an executable.
 
     `native="floor"` restricts the backend to the primitive floor (everything else is lowered).
+    `optimize=False` skips the graph optimiser (and the backend's fusions): the graph is only lowered.
     """
     graph = _as_graph(model)
     if native not in (None, "floor", "all"):
@@ -39,7 +40,7 @@ def compile(model, backend: str | None = None, *, native: str | None = None,
         raise BackendError("multi-device compilation is not available yet")
     reg = registry()
     be = reg.get(backend) if backend else reg.default()
-    graph = prepare_for_backend(graph, be, native)
+    graph = optimize_for_backend(graph, be, native) if optimize else prepare_for_backend(graph, be, native)
     return be.compile(graph, CompileOptions(native=native, threads=threads))
 
 
@@ -55,3 +56,12 @@ def prepare_for_backend(graph: Graph, be, native: str | None = None) -> Graph:
     else:
         supports = be.supports
     return lower_to_supported(graph, supports, be.name, verify=verify_level() >= 2)
+
+
+def optimize_for_backend(graph: Graph, be, native: str | None = None) -> Graph:
+    """The graph half of the compile flow: optimise, lower, clean up, fuse (see glow.passes)."""
+    from .passes import cleanup_graph, fuse_for_backend, optimize_graph
+
+    graph = prepare_for_backend(optimize_graph(graph), be, native)
+    graph = prepare_for_backend(cleanup_graph(graph), be, native)
+    return fuse_for_backend(graph, be)

@@ -170,3 +170,19 @@ def _external_model(location):
 def test_cli_run_from_other_cwd(tmp_path):
     r = glow("run", os.path.abspath(EXAMPLE_MODEL), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+
+
+def test_native_floor_gives_the_same_outputs(tmp_path):
+    a = glow("run", EXAMPLE_MODEL, "--outputs", str(tmp_path / "a.npz"))
+    b = glow("run", EXAMPLE_MODEL, "--native", "floor", "--outputs", str(tmp_path / "b.npz"))
+    assert a.returncode == 0 and b.returncode == 0, b.stderr
+    with np.load(tmp_path / "a.npz") as za, np.load(tmp_path / "b.npz") as zb:
+        np.testing.assert_allclose(za["probs"], zb["probs"], rtol=1e-4, atol=1e-6)
+
+
+def test_backends_json_reports_native_ops():
+    import json
+
+    rows = {r["name"]: r for r in json.loads(glow("backends", "--json").stdout)}
+    ref = rows["reference"]
+    assert ref["available"] and "Conv" in ref["native_ops"] and ref["native_op_count"] > 150

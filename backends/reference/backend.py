@@ -1,4 +1,11 @@
-"""The reference backend: runs the graph with the ops' NumPy references, node by node."""
+"""The reference backends: NumPy execution of every op, the oracle for all other backends.
+
+* `reference`     runs the graph node by node with the ops' NumPy references (the oracle);
+* `reference-ir`  runs the instruction IR instead: memory-aware schedule, IR passes, one static
+  arena for every activation, and the fusions a code generator would ask for. It computes with
+  the same references, so it must agree with `reference`; every IR pass is tested end to end
+  through it, without a code generator.
+"""
 
 from __future__ import annotations
 
@@ -21,3 +28,28 @@ class ReferenceBackend(Backend):
 
     def compile(self, graph: Graph, options: CompileOptions) -> Executable:
         return ReferenceExecutable(graph)
+
+
+class ReferenceIRExecutable(Executable):
+    def __init__(self, graph: Graph, program):
+        super().__init__(graph)
+        self.program = program  # glow.ir.IRProgram: .fn (IR), .plan (memory plan)
+
+    def _run(self, feeds):
+        return self.program.run(feeds)
+
+
+class ReferenceIRBackend(ReferenceBackend):
+    name = "reference-ir"
+    priority = -1
+    description = "NumPy interpreter of the instruction IR (static memory plan, fused kernels)"
+
+    def fusions(self):
+        from glow.passes.fusion import FuseActivation, FuseElementwise
+
+        return [FuseElementwise(), FuseActivation()]
+
+    def compile(self, graph: Graph, options: CompileOptions) -> Executable:
+        from glow.ir import lower_to_ir
+
+        return ReferenceIRExecutable(graph, lower_to_ir(graph))

@@ -1,10 +1,10 @@
-"""Registers the reference backend (through the same entry-point group as third-party plugins)."""
+"""Registers the reference backends (through the same entry-point group as third-party plugins)."""
 
 import glow
 
-from .backend import ReferenceBackend
+from .backend import ReferenceBackend, ReferenceIRBackend
 
 
 @glow.hookimpl
 def glow_backends():
-    return [ReferenceBackend()]
+    return [ReferenceBackend(), ReferenceIRBackend()]

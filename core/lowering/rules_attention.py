@@ -15,8 +15,8 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ._build import ints, scalar, static_shape
 from ..ops import get_op
+from ._build import ints, scalar, static_shape
 from .registry import LOWERINGS, lowering
 
 _HALF = (dt.float16, dt.bfloat16)
@@ -110,9 +110,11 @@ def _structural_mask(rb, a, sq, total, offset, nonpad, batch):
     if causal:
         ok = rb.emit1("And", [ok, rb.emit1("Not", [rb.emit1("Greater", [k, q])])])
     if left >= 0:
-        ok = rb.emit1("And", [ok, rb.emit1("Not", [rb.emit1("Less", [k, rb.emit1("Sub", [q, ints(rb, [left])])])])])
+        first = rb.emit1("Sub", [q, ints(rb, [left])])
+        ok = rb.emit1("And", [ok, rb.emit1("Not", [rb.emit1("Less", [k, first])])])
     if right >= 0:
-        ok = rb.emit1("And", [ok, rb.emit1("Not", [rb.emit1("Greater", [k, rb.emit1("Add", [q, ints(rb, [right])])])])])
+        last = rb.emit1("Add", [q, ints(rb, [right])])
+        ok = rb.emit1("And", [ok, rb.emit1("Not", [rb.emit1("Greater", [k, last])])])
     return ok
 
 
@@ -135,8 +137,9 @@ def _attention_bias(rb, a, mask, t1, sq, total, offset, nonpad, batch):
             bias = mask
     if allowed is None:
         return bias
-    return rb.emit1("Where", [allowed, rb.constant(np.zeros((), t1.np), name="zero") if bias is None else bias,
-                              rb.constant(np.asarray(-np.inf, t1.np), name="neg_inf")])
+    if bias is None:
+        bias = rb.constant(np.zeros((), t1.np), name="zero")
+    return rb.emit1("Where", [allowed, bias, rb.constant(np.asarray(-np.inf, t1.np), name="neg_inf")])
 
 
 def _softcap(rb, raw, cap):
@@ -165,7 +168,8 @@ def lower_attention(rb, node, ins):
     offset = static_shape(past_k)[2] if past_k is not None else 0
     bias = _attention_bias(rb, a, mask, t1, sq, total, offset, nonpad, batch)
     # sqrt(scale) multiplies both Q and K, which keeps Q K^T in range for 16-bit types
-    s = rb.constant(np.asarray(np.sqrt(1 / np.sqrt(d) if a["scale"] is None else a["scale"]), t1.np), name="scale")
+    scale = 1 / np.sqrt(d) if a["scale"] is None else a["scale"]
+    s = rb.constant(np.asarray(np.sqrt(scale), t1.np), name="scale")
     kt = _transpose(rb, rb.emit1("Mul", [k, s]), (0, 1, 3, 2))
     raw = _grouped_matmul(rb, rb.emit1("Mul", [q, s]), kt, hkv)
     capped = _softcap(rb, raw, a["softcap"]) if a["softcap"] > 0 else raw
@@ -187,7 +191,7 @@ def lower_attention(rb, node, ins):
 
 # -- FlexAttention ---------------------------------------------------------------------------------
 
-def _lowering_in_domain(op_name: str, domain: str):
+def lowering_in_domain(op_name: str, domain: str):
     """`@lowering` for an op outside the default domain: the decorator looks ops up in the default
     domain only, while the driver finds rules by op name (which is unique across domains)."""
 
@@ -218,17 +222,19 @@ def _inlinable(graph) -> bool:
                              and not any(n.captures or n.op.has_subgraphs for n in graph.nodes))
 
 
-@_lowering_in_domain("FlexAttention", "ai.onnx.preview")
+@lowering_in_domain("FlexAttention", "ai.onnx.preview")
 def lower_flex_attention(rb, node, ins):
     a = node.attrs
     q, k, v = ins
-    if any(static_shape(x) is None for x in (q, k, v)) or not (_inlinable(a["score_mod"]) and _inlinable(a["prob_mod"])):
+    if any(static_shape(x) is None for x in (q, k, v)):
+        return None
+    if not (_inlinable(a["score_mod"]) and _inlinable(a["prob_mod"])):
         return None
     t = q.type.dtype
     ct = a["softmax_precision"] or (dt.float64 if t == dt.float64 else dt.float32)
     d, hkv = static_shape(q)[3], static_shape(k)[1]
-    s = rb.constant(np.asarray(np.sqrt(np.float32(1 / np.sqrt(d) if a["scale"] is None else a["scale"])), t.np),
-                    name="scale")
+    scale = np.float32(1 / np.sqrt(d) if a["scale"] is None else a["scale"])
+    s = rb.constant(np.asarray(np.sqrt(scale), t.np), name="scale")
     kt = _transpose(rb, rb.emit1("Mul", [k, s]), (0, 1, 3, 2))
     scores = _cast(rb, _grouped_matmul(rb, rb.emit1("Mul", [q, s]), kt, hkv), ct)
     if a["score_mod"] is not None:

@@ -1,7 +1,9 @@
-"""Lowering rules for the loss ops: NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss.
+"""Lowering rules for training: the losses NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss,
+and the optimizer steps Adagrad, Adam and Momentum (ai.onnx.preview.training).
 
-The target class of every entry is read with one Gather on the flattened input (an index per
-target entry, no one-hot tensor). Like the reference, 16-bit inputs are computed in float32.
+The target class of every loss entry is read with one Gather on the flattened input (an index per
+target entry, no one-hot tensor). Like the references, losses compute 16-bit inputs in float32 and
+optimizer steps compute in float64.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import numpy as np
 from .. import dtypes as dt
 from ._build import ints, scalar, static_shape
 from .registry import lowering
+from .rules_attention import lowering_in_domain
 
 
 def _cast(rb, x, dtype):
@@ -83,3 +86,96 @@ def lower_softmax_cross_entropy_loss(rb, node, ins):
     w = None if weight is None else _cast(rb, weight, work)
     outs = [_cast(rb, _nll(rb, log_prob, target, w, node.attrs), t), _cast(rb, log_prob, t)]
     return outs[:len(node.outputs)]
+
+
+# -- optimizer steps -------------------------------------------------------------------------------
+
+_TRAINING = "ai.onnx.preview.training"
+_F64 = dt.float64
+
+
+def _groups(rb, ins, k):
+    """(learning rate, step count as float64 scalars, k lists of float64 tensors)."""
+    rate, step = (rb.emit1("Reshape", [_cast(rb, v, _F64), ints(rb, [])]) for v in ins[:2])
+    n = (len(ins) - 2) // k
+    tensors = [_cast(rb, v, _F64) for v in ins[2:]]
+    return rate, step, [tensors[g * n:(g + 1) * n] for g in range(k)]
+
+
+def _c(rb, value):
+    return rb.constant(np.asarray(value, np.float64), name="c")
+
+
+def _axpy(rb, a, x, y):
+    """a * x + y for a Python float a (skipped when a is 0)."""
+    return y if a == 0 else rb.emit1("Add", [rb.emit1("Mul", [_c(rb, a), x]), y])
+
+
+def _finish(rb, node, groups):
+    """Cast each new tensor to its input's type (outputs are grouped like the inputs)."""
+    n = len(groups[0])
+    like = node.inputs[2:]
+    outs = [_cast(rb, v, like[g * n + i].type.dtype) for g, vs in enumerate(groups) for i, v in enumerate(vs)]
+    return outs[:len(node.outputs)]
+
+
+def _adaptive_step(rb, x, rate_times_v, h, eps):
+    """x - rate * v / (sqrt(h) + eps)."""
+    den = rb.emit1("Add", [rb.emit1("Sqrt", [h]), _c(rb, eps)])
+    return rb.emit1("Sub", [x, rb.emit1("Div", [rate_times_v, den])])
+
+
+@lowering_in_domain("Adagrad", _TRAINING)
+def lower_adagrad(rb, node, ins):
+    a = node.attrs
+    rate, step, (xs, gs, hs) = _groups(rb, ins, 3)
+    rate = rb.emit1("Div", [rate, _axpy(rb, a["decay_factor"], step, _c(rb, 1.0))])  # decayed rate
+    new_x, new_h = [], []
+    for x, g, h in zip(xs, gs, hs):
+        g = _axpy(rb, a["norm_coefficient"], x, g)  # gradient of the L2 regularization term added
+        h = rb.emit1("Add", [h, rb.emit1("Mul", [g, g])])
+        new_x.append(_adaptive_step(rb, x, rb.emit1("Mul", [rate, g]), h, a["epsilon"]))
+        new_h.append(h)
+    return _finish(rb, node, [new_x, new_h])
+
+
+@lowering_in_domain("Adam", _TRAINING)
+def lower_adam(rb, node, ins):
+    a = node.attrs
+    alpha, beta = a["alpha"], a["beta"]
+    rate, step, (xs, gs, vs, hs) = _groups(rb, ins, 4)
+    # bias correction of both moments, from the first step on (step 0 takes the plain rate)
+    root = rb.emit1("Sqrt", [rb.emit1("Sub", [_c(rb, 1.0), rb.emit1("Pow", [_c(rb, beta), step])])])
+    corrected = rb.emit1("Div", [rb.emit1("Mul", [rate, root]),
+                                 rb.emit1("Sub", [_c(rb, 1.0), rb.emit1("Pow", [_c(rb, alpha), step])])])
+    rate = rb.emit1("Where", [rb.emit1("Greater", [step, _c(rb, 0.0)]), corrected, rate])
+    new_x, new_v, new_h = [], [], []
+    for x, g, v, h in zip(xs, gs, vs, hs):
+        g = _axpy(rb, a["norm_coefficient"], x, g)
+        v = rb.emit1("Add", [rb.emit1("Mul", [_c(rb, alpha), v]), rb.emit1("Mul", [_c(rb, 1 - alpha), g])])
+        gg = rb.emit1("Mul", [rb.emit1("Mul", [_c(rb, 1 - beta), g]), g])
+        h = rb.emit1("Add", [rb.emit1("Mul", [_c(rb, beta), h]), gg])
+        x = _adaptive_step(rb, x, rb.emit1("Mul", [rate, v]), h, a["epsilon"])
+        if a["norm_coefficient_post"]:
+            x = rb.emit1("Mul", [_c(rb, 1 - a["norm_coefficient_post"]), x])
+        new_x.append(x)
+        new_v.append(v)
+        new_h.append(h)
+    return _finish(rb, node, [new_x, new_v, new_h])
+
+
+@lowering_in_domain("Momentum", _TRAINING)
+def lower_momentum(rb, node, ins):
+    a = node.attrs
+    alpha = a["alpha"]
+    rate, step, (xs, gs, vs) = _groups(rb, ins, 3)
+    # the first step (T = 0) takes the whole gradient
+    b = rb.emit1("Where", [rb.emit1("Greater", [step, _c(rb, 0.0)]), _c(rb, a["beta"]), _c(rb, 1.0)])
+    new_x, new_v = [], []
+    for x, g, v in zip(xs, gs, vs):
+        g = _axpy(rb, a["norm_coefficient"], x, g)
+        v = rb.emit1("Add", [rb.emit1("Mul", [_c(rb, alpha), v]), rb.emit1("Mul", [b, g])])
+        move = _axpy(rb, alpha, v, g) if a["mode"] == "nesterov" else v
+        new_x.append(rb.emit1("Sub", [x, rb.emit1("Mul", [rate, move])]))
+        new_v.append(v)
+    return _finish(rb, node, [new_x, new_v])

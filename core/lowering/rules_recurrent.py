@@ -30,6 +30,10 @@ def _reshape(rb, x, shape):
     return rb.emit1("Reshape", [x, ints(rb, shape)])
 
 
+def _transpose(rb, x, perm):
+    return rb.emit1("Transpose", [x], {"perm": list(perm)})
+
+
 def _cast(rb, x, dtype):
     return x if x is None or x.type.dtype == dtype else rb.emit1("Cast", [x], {"to": dtype})
 
@@ -154,7 +158,8 @@ def _lstm_step(s: _Step, pre, h, c, input_forget):
         forget = rb.emit1("Sub", [scalar(rb, 1, i), i])
     else:
         forget = f(rb, s.clipped(peep(s.gate(gates, 2), 2, c)))
-    c_new = rb.emit1("Add", [rb.emit1("Mul", [forget, c]), rb.emit1("Mul", [i, g(rb, s.clipped(s.gate(gates, 3)))])])
+    cand = g(rb, s.clipped(s.gate(gates, 3)))
+    c_new = rb.emit1("Add", [rb.emit1("Mul", [forget, c]), rb.emit1("Mul", [i, cand])])
     o = f(rb, s.clipped(peep(s.gate(gates, 1), 1, c_new)))
     return rb.emit1("Mul", [o, hf(rb, c_new)]), c_new
 
@@ -175,6 +180,60 @@ def _permute_steps(rb, v, index, steps, batch):
     return rb.emit1("Gather", [_reshape(rb, v, [steps * batch, feat]), index], {"axis": 0})
 
 
+def _direction(rb, kind, attrs, acts, x, w, r, bias, peep, d, hidden):
+    """The cell of direction d and the projected inputs X W^T + b of all steps, (T, N, G*H)."""
+    gates = _GATES[kind] * hidden
+    wd = _reshape(rb, _slice(rb, w, 0, d, d + 1), [gates, -1])
+    rd = _reshape(rb, _slice(rb, r, 0, d, d + 1), [gates, hidden])
+    pre_all = rb.emit1("MatMul", [x, rb.emit1("Transpose", [wd], {"perm": [1, 0]})])
+    rb_h = None
+    if bias is not None:
+        bd = _reshape(rb, _slice(rb, bias, 0, d, d + 1), [2 * gates])
+        wb, rbias = _slice(rb, bd, 0, 0, gates), _slice(rb, bd, 0, gates, 2 * gates)
+        if kind == "GRU":  # Rbh sits inside the reset gate's product; the rest adds up front
+            rb_h = _slice(rb, rbias, 0, 2 * hidden, 3 * hidden)
+            rbias = rb.emit1("Pad", [_slice(rb, rbias, 0, 0, 2 * hidden), ints(rb, [0, hidden])])
+        pre_all = rb.emit1("Add", [pre_all, rb.emit1("Add", [wb, rbias])])
+    if kind == "GRU" and rb_h is None:
+        rb_h = rb.constant(np.zeros((hidden,), x.type.dtype.np), name="rbh")
+    pd = None
+    if peep is not None:
+        pflat = _reshape(rb, _slice(rb, peep, 0, d, d + 1), [3 * hidden])
+        pd = [_slice(rb, pflat, 0, k * hidden, (k + 1) * hidden) for k in range(3)]
+    r_t = rb.emit1("Transpose", [rd], {"perm": [1, 0]})
+    return _Step(rb, hidden, attrs["clip"], acts[d], r_t, rb_h, pd), pre_all
+
+
+def _unroll(rb, kind, attrs, step, pre_all, h, c, reverse, lens_col, index):
+    """Run one direction over all steps; returns (Y (T, N, H), last h, last c)."""
+    steps, batch, gates = static_shape(pre_all)
+    hidden = step.H
+    if reverse and index is not None:  # each entry's own first lens[b] steps, backwards
+        pre_all = _permute_steps(rb, pre_all, index, steps, batch)
+    zeros = rb.constant(np.zeros((batch, hidden), pre_all.type.dtype.np), name="zeros")
+    outs = [None] * steps
+    for s in range(steps):
+        t = steps - 1 - s if reverse and index is None else s
+        pre = _reshape(rb, _slice(rb, pre_all, 0, t, t + 1), [batch, gates])
+        if kind == "RNN":
+            h_new, c_new = _rnn_step(step, pre, h, c)
+        elif kind == "GRU":
+            h_new, c_new = _gru_step(step, pre, h, c, attrs["linear_before_reset"])
+        else:
+            h_new, c_new = _lstm_step(step, pre, h, c, attrs["input_forget"])
+        if lens_col is not None:  # entries whose sequence ended keep their state and output 0
+            active = rb.emit1("Less", [ints(rb, [s]), lens_col])
+            outs[t] = rb.emit1("Where", [active, h_new, zeros])
+            h = rb.emit1("Where", [active, h_new, h])
+            c = c_new if kind != "LSTM" else rb.emit1("Where", [active, c_new, c])
+        else:
+            outs[t], h, c = h_new, h_new, c_new
+    y = rb.emit1("Concat", [_reshape(rb, o, [1, batch, hidden]) for o in outs], {"axis": 0})
+    if reverse and index is not None:
+        y = _reshape(rb, _permute_steps(rb, y, index, steps, batch), [steps, batch, hidden])
+    return y, h, c
+
+
 def _lower_recurrent(rb, node, ins, kind):
     a = node.attrs
     x, w, r, bias, seq_lens, h0 = ins[:6]
@@ -184,20 +243,15 @@ def _lower_recurrent(rb, node, ins, kind):
         return None
     num_dirs = 2 if a["direction"] == "bidirectional" else 1
     acts = _activations(a, kind, num_dirs)
-    if acts is None:
+    steps, batch = (xs[0], xs[1]) if a["layout"] == 0 else (xs[1], xs[0])
+    if acts is None or steps == 0:
         return None
     out_t = x.type.dtype
     work = _work_type(out_t)
     x, w, r, bias, h0, c0, peep = (_cast(rb, v, work) for v in (x, w, r, bias, h0, c0, peep))
     if a["layout"] == 1:  # batch-major: work time-major, transpose back at the end
-        x = rb.emit1("Transpose", [x], {"perm": [1, 0, 2]})
-        h0, c0 = (None if v is None else rb.emit1("Transpose", [v], {"perm": [1, 0, 2]}) for v in (h0, c0))
-        xs = (xs[1], xs[0], xs[2])
-    steps, batch, _ = xs
+        x, h0, c0 = (None if v is None else _transpose(rb, v, (1, 0, 2)) for v in (x, h0, c0))
     hidden = rs[2]
-    gates = _GATES[kind] * hidden
-    if steps == 0:
-        return None
     if seq_lens is not None and seq_lens.known is not None and np.all(seq_lens.known == steps):
         seq_lens = None  # every sequence is full: no masking
     lens_col = index = None
@@ -207,50 +261,12 @@ def _lower_recurrent(rb, node, ins, kind):
         index = _reverse_index(rb, _reshape(rb, lens64, [1, batch]), steps, batch)
     ys, yh, yc = [], [], []
     for d in range(num_dirs):
-        wd = _reshape(rb, _slice(rb, w, 0, d, d + 1), [gates, -1])
-        r_t = rb.emit1("Transpose", [_reshape(rb, _slice(rb, r, 0, d, d + 1), [gates, hidden])], {"perm": [1, 0]})
-        pre_all = rb.emit1("MatMul", [x, rb.emit1("Transpose", [wd], {"perm": [1, 0]})])  # (T, N, G*H)
-        rb_h = None
-        if bias is not None:
-            bd = _reshape(rb, _slice(rb, bias, 0, d, d + 1), [2 * gates])
-            wb, rbias = _slice(rb, bd, 0, 0, gates), _slice(rb, bd, 0, gates, 2 * gates)
-            if kind == "GRU":  # Rbh sits inside the reset gate's product; the rest adds up front
-                rb_h = _slice(rb, rbias, 0, 2 * hidden, 3 * hidden)
-                rbias = rb.emit1("Pad", [_slice(rb, rbias, 0, 0, 2 * hidden), ints(rb, [0, hidden])])
-            pre_all = rb.emit1("Add", [pre_all, rb.emit1("Add", [wb, rbias])])
-        if kind == "GRU" and rb_h is None:
-            rb_h = rb.constant(np.zeros((hidden,), work.np), name="rbh")
-        pd = None
-        if peep is not None:
-            pflat = _reshape(rb, _slice(rb, peep, 0, d, d + 1), [3 * hidden])
-            pd = [_slice(rb, pflat, 0, k * hidden, (k + 1) * hidden) for k in range(3)]
-        step = _Step(rb, hidden, a["clip"], acts[d], r_t, rb_h, pd)
-        reverse = a["direction"] == "reverse" or d == 1
-        if reverse and index is not None:
-            pre_all = _permute_steps(rb, pre_all, index, steps, batch)
+        step, pre_all = _direction(rb, kind, a, acts, x, w, r, bias, peep, d, hidden)
         zeros = rb.constant(np.zeros((batch, hidden), work.np), name="zeros")
         h = zeros if h0 is None else _reshape(rb, _slice(rb, h0, 0, d, d + 1), [batch, hidden])
         c = zeros if c0 is None else _reshape(rb, _slice(rb, c0, 0, d, d + 1), [batch, hidden])
-        outs = [None] * steps
-        for s in range(steps):
-            t = steps - 1 - s if reverse and index is None else s
-            pre = _reshape(rb, _slice(rb, pre_all, 0, t, t + 1), [batch, gates])
-            if kind == "RNN":
-                h_new, c_new = _rnn_step(step, pre, h, c)
-            elif kind == "GRU":
-                h_new, c_new = _gru_step(step, pre, h, c, a["linear_before_reset"])
-            else:
-                h_new, c_new = _lstm_step(step, pre, h, c, a["input_forget"])
-            if lens_col is not None:  # entries whose sequence ended keep their state, output 0
-                active = rb.emit1("Less", [ints(rb, [s]), lens_col])
-                outs[t] = rb.emit1("Where", [active, h_new, zeros])
-                h = rb.emit1("Where", [active, h_new, h])
-                c = c_new if kind != "LSTM" else rb.emit1("Where", [active, c_new, c])
-            else:
-                outs[t], h, c = h_new, h_new, c_new
-        y = rb.emit1("Concat", [_reshape(rb, o, [1, batch, hidden]) for o in outs], {"axis": 0})
-        if reverse and index is not None:
-            y = _reshape(rb, _permute_steps(rb, y, index, steps, batch), [steps, batch, hidden])
+        reverse = a["direction"] == "reverse" or d == 1
+        y, h, c = _unroll(rb, kind, a, step, pre_all, h, c, reverse, lens_col, index)
         ys.append(_reshape(rb, y, [steps, 1, batch, hidden]))
         yh.append(_reshape(rb, h, [1, batch, hidden]))
         yc.append(_reshape(rb, c, [1, batch, hidden]))

@@ -255,6 +255,6 @@ op("NonMaxSuppression",
    inputs=("boxes:T", "scores:T", "max_output_boxes_per_class:I?", "iou_threshold:T?", "score_threshold:T?"),
    outputs=("selected_indices:I",), types={"T": FBOX, "I": I64},
    attrs=(Attr("center_point_box", "int", 0),), infer=_nms_infer, reference=_nms_ref, groups={NN},
-   tier=Tier.HIGH, onnx_since=10, pure=True,
+   tier=Tier.HIGH, onnx_since=10,
    doc="Greedy per-batch, per-class selection of the highest-scoring boxes, dropping boxes whose IoU "
        "with a kept box exceeds iou_threshold; returns [batch, class, box] rows.")

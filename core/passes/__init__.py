@@ -44,11 +44,17 @@ def optimize_graph(graph, log=None):
     return run(graph, log)
 
 
-def finish_for_backend(graph, backend, log=None):
-    from .pipeline import finish_for_backend as run
+def cleanup_graph(graph, log=None):
+    from .pipeline import cleanup_graph as run
+
+    return run(graph, log)
+
+
+def fuse_for_backend(graph, backend, log=None):
+    from .pipeline import fuse_for_backend as run
 
     return run(graph, backend, log)
 
 
-__all__ = ["FixedPoint", "Pass", "PassLog", "finish_for_backend", "get_pass", "optimize_graph",
-           "pass_names", "run_passes"]
+__all__ = ["FixedPoint", "Pass", "PassLog", "cleanup_graph", "fuse_for_backend", "get_pass",
+           "optimize_graph", "pass_names", "run_passes"]

@@ -1,7 +1,11 @@
 """The pass pipelines, each one readable function.
 
-    optimize_graph        target-independent: before lowering (compile-flow step 3)
-    finish_for_backend    after lowering: clean-up, then the fusions the backend asked for (step 6)
+    optimize_graph      target-independent: before lowering (compile-flow step 3)
+    cleanup_graph       after lowering (step 6)
+    fuse_for_backend    last: the fusions the backend asked for (step 6)
+
+`glow.compile` runs them as optimize -> lower -> cleanup -> lower (a no-op unless clean-up formed an
+op the backend lacks) -> fuse.
 """
 
 from __future__ import annotations
@@ -36,16 +40,15 @@ def optimize_graph(graph: Graph, log: PassLog | None = None) -> Graph:
     return run_passes(graph, default_pipeline(), log)
 
 
-def backend_pipeline(fusions=()) -> list:
-    return [
-        CLEANUP,                 # lowering leaves constant shapes and no-op reshapes behind
-        fusion_pass(fusions),    # what the backend asked for: kernels it will generate whole
-        DCE,
-    ]
+def cleanup_graph(graph: Graph, log: PassLog | None = None) -> Graph:
+    """After lowering: fold the constant shapes and drop the no-op reshapes lowering leaves."""
+    return run_passes(graph, [CLEANUP], log)
 
 
-def finish_for_backend(graph: Graph, backend, log: PassLog | None = None) -> Graph:
-    """Clean up after lowering, then apply the fusions `backend.fusions()` asks for."""
+def fuse_for_backend(graph: Graph, backend, log: PassLog | None = None) -> Graph:
+    """The fusions `backend.fusions()` asks for (none if it has no such method)."""
     fusions = getattr(backend, "fusions", None)
     requests = tuple(fusions()) if callable(fusions) else ()
-    return run_passes(graph, backend_pipeline(requests), log)
+    if not requests:
+        return graph
+    return run_passes(graph, [fusion_pass(requests), DCE], log)

@@ -103,3 +103,10 @@ RECORDS += [OpRecord(op, [In((5,), t, -4, 4), In((5,), t, -4, 4)], name=t)
             for op in ("LessOrEqual", "GreaterOrEqual") for t in ("int64", "uint8", "float16")]
 RECORDS += [OpRecord(op, [_special(), Const(np.float32(nan))], name="nan")
             for op in ("LessOrEqual", "GreaterOrEqual")]
+
+# Max/Min: the floor has the 2-input form; one input, or more than two, are lowered to it
+RECORDS += [OpRecord(op, [In(s, t) for s in shapes], name=f"{len(shapes)}-inputs-{t}")
+            for op in ("Max", "Min") for t in ("float32", "int32")
+            for shapes in [[(2, 3)], [(2, 1, 3), (4, 1), ()], [(3,), (3,), (3,), (2, 3)]]]
+RECORDS += [OpRecord(op, [_special(), Const(np.float32(1)), _special()], name="nan-wins")
+            for op in ("Max", "Min")]

@@ -1,0 +1,155 @@
+"""Static memory planning: every activation gets an offset in one arena.
+
+Time is the instruction index. A buffer is live from its `alloc` to its `dealloc` mark; two
+buffers whose lifetimes overlap must not overlap in memory. The most bytes live at any one time
+is a lower bound on the arena size. Like Glow's MemoryAllocator, several orders of placement are
+tried and the smallest arena kept, stopping early when one reaches the lower bound:
+
+  max-live/size   repeatedly take the moment with the most unplaced bytes live, and place the
+                  largest buffer live then (Glow's first strategy)
+  max-live/time   the same moment, the longest-lived buffer
+  size            all buffers, largest first
+  order           program order
+
+Each buffer goes at the lowest offset that collides with no placed buffer live at the same time.
+Offsets and sizes are multiples of 64 bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .instr import ACTIVATION, ALIGNMENT, IRFunction, aligned
+
+
+@dataclass(frozen=True)
+class Interval:
+    key: int  # id of the buffer
+    name: str
+    size: int  # aligned bytes
+    start: int  # alloc position
+    end: int  # dealloc position (inclusive)
+
+
+@dataclass
+class MemoryPlan:
+    offsets: dict  # id(buffer) -> byte offset in the arena
+    arena_bytes: int
+    lower_bound_bytes: int
+    no_reuse_bytes: int
+    intervals: list = field(default_factory=list)
+    strategy: str = ""
+    alignment: int = ALIGNMENT
+    boxed: int = 0
+
+    def to_json(self) -> dict:
+        return {"arena_bytes": self.arena_bytes, "lower_bound_bytes": self.lower_bound_bytes,
+                "no_reuse_bytes": self.no_reuse_bytes, "activations": len(self.intervals),
+                "strategy": self.strategy, "alignment": self.alignment, "boxed_activations": self.boxed,
+                "buffers": [{"name": iv.name, "offset": self.offsets[iv.key], "bytes": iv.size,
+                             "live": [iv.start, iv.end]} for iv in self.intervals]}
+
+
+def live_intervals(fn: IRFunction) -> list[Interval]:
+    start: dict[int, int] = {}
+    out = []
+    acts = {id(b): b for b in fn.activations()}
+    for p, i in enumerate(fn.instrs):
+        if i.kind == "alloc" and id(i.outputs[0]) in acts:
+            start[id(i.outputs[0])] = p
+        elif i.kind == "dealloc" and id(i.outputs[0]) in acts:
+            b = i.outputs[0]
+            out.append(Interval(id(b), b.name, aligned(b.nbytes), start[id(b)], p))
+    return sorted(out, key=lambda iv: iv.start)
+
+
+def live_profile(intervals, length: int) -> np.ndarray:
+    """Bytes live at each position."""
+    delta = np.zeros(length + 2, np.int64)
+    for iv in intervals:
+        delta[iv.start] += iv.size
+        delta[iv.end + 1] -= iv.size
+    return np.cumsum(delta)[:length + 1]
+
+
+def _place(iv: Interval, placed: list) -> int:
+    """Lowest aligned offset for `iv` that collides with no time-overlapping placed buffer."""
+    busy = sorted((off, off + p.size) for p, off in placed if p.start <= iv.end and iv.start <= p.end)
+    at = 0
+    for lo, hi in busy:
+        if lo - at >= iv.size:
+            break
+        at = max(at, hi)
+    return at
+
+
+def _by_max_live(intervals, length, prefer):
+    totals = live_profile(intervals, length).astype(np.int64)
+    todo = list(intervals)
+    placed, order = [], []
+    while todo:
+        t = int(np.argmax(totals))
+        live = [iv for iv in todo if iv.start <= t <= iv.end] or todo
+        pick = max(live, key=prefer)
+        todo.remove(pick)
+        placed.append((pick, _place(pick, placed)))
+        totals[pick.start:pick.end + 1] -= pick.size
+    return placed
+
+
+STRATEGIES = {
+    "max-live/size": lambda ivs, n: _by_max_live(ivs, n, lambda iv: (iv.size, iv.end - iv.start, -iv.start)),
+    "max-live/time": lambda ivs, n: _by_max_live(ivs, n, lambda iv: (iv.end - iv.start, iv.size, -iv.start)),
+    "size": lambda ivs, n: _in_order(sorted(ivs, key=lambda iv: (-iv.size, iv.start))),
+    "order": lambda ivs, n: _in_order(ivs),
+}
+
+
+def _in_order(intervals):
+    placed = []
+    for iv in intervals:
+        placed.append((iv, _place(iv, placed)))
+    return placed
+
+
+def plan_arena(intervals: list[Interval], length: int) -> tuple[dict, int, str]:
+    """(offsets, arena size, strategy name) of the best strategy."""
+    bound = int(live_profile(intervals, length).max()) if intervals else 0
+    best = None
+    for name, strategy in STRATEGIES.items():
+        placed = strategy(intervals, length)
+        size = max((off + iv.size for iv, off in placed), default=0)
+        if best is None or size < best[1]:
+            best = ({iv.key: off for iv, off in placed}, size, name)
+        if size <= bound:
+            break
+    return best
+
+
+def plan_memory(fn: IRFunction) -> MemoryPlan:
+    intervals = live_intervals(fn)
+    n = len(fn.instrs)
+    offsets, arena, strategy = plan_arena(intervals, n)
+    bound = int(live_profile(intervals, n).max()) if intervals else 0
+    boxed = sum(1 for b in fn.buffers if b.kind == ACTIVATION and b.boxed)
+    plan = MemoryPlan(offsets, arena, bound, sum(iv.size for iv in intervals), intervals, strategy,
+                      boxed=boxed)
+    check_plan(plan)
+    return plan
+
+
+def check_plan(plan: MemoryPlan) -> None:
+    """Raise if two buffers live at the same time share bytes (a planner bug, caught early)."""
+    ivs = sorted(plan.intervals, key=lambda iv: plan.offsets[iv.key])
+    for k, a in enumerate(ivs):
+        oa = plan.offsets[a.key]
+        if oa % plan.alignment:
+            raise AssertionError(f"buffer %{a.name} at unaligned offset {oa}")
+        for b in ivs[k + 1:]:
+            ob = plan.offsets[b.key]
+            if ob >= oa + a.size:
+                break
+            if a.start <= b.end and b.start <= a.end:
+                raise AssertionError(f"buffers %{a.name} and %{b.name} overlap in time and memory")
