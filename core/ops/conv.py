@@ -222,7 +222,9 @@ def conv_nd(x, w, group, strides, dilations, pads, auto_pad="NOTSET"):
 def _conv_ref(x, w, b=None, *, auto_pad, dilations, group, kernel_shape, pads, strides):
     if kernel_shape and list(kernel_shape) != list(w.shape[2:]):
         raise ValueError(f"kernel_shape {list(kernel_shape)} does not match the weight shape {list(w.shape)}")
-    ct = compute_dtype(x.dtype)
+    # float32 accumulates in float64: the oracle should not depend on BLAS's blocking, which
+    # rounds identical output channels differently (visible when a model's logits are ~1e10).
+    ct = np.float64 if x.dtype == np.float32 else compute_dtype(x.dtype)
     y = conv_nd(x.astype(ct, copy=False), w.astype(ct, copy=False), group, strides, dilations, pads,
                 auto_pad)
     if b is not None:
