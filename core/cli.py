@@ -61,10 +61,15 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compile", help="compile a model and dump what the compiler made",
                        description="Compile MODEL and print one of its intermediate forms.")
     c.add_argument("model")
-    c.add_argument("--dump", choices=["graph", "dot"], default="graph",
-                   help="what to print: graph (text IR), dot (Graphviz)")
-    c.add_argument("--backend", "-b", default=None)
-    c.add_argument("--json", action="store_true", help="machine-readable output")
+    c.add_argument("--dump", choices=["graph", "dot", "ir", "memory"], default="graph",
+                   help="what to print: graph (the optimised graph the backend gets), dot (the same, "
+                   "Graphviz), ir (instruction IR with buffer offsets), memory (the arena plan)")
+    c.add_argument("--backend", "-b", default=None, help="backend whose lowering and fusions apply")
+    c.add_argument("--native", choices=["floor", "all"], default=None,
+                   help="restrict the backend's native ops ('floor': lower everything to primitives)")
+    c.add_argument("--no-optimize", action="store_true", help="skip the graph optimiser (lower only)")
+    c.add_argument("--json", action="store_true", help="machine-readable output (for ir/memory: "
+                   "arena_bytes, lower_bound_bytes, no_reuse_bytes and the buffers)")
     c.set_defaults(func=cmd_compile)
 
     bn = sub.add_parser("bench", help="time a model against onnxruntime (interleaved, medians)",
@@ -211,20 +216,43 @@ def cmd_backends(args) -> int:
 
 # -- compile ---------------------------------------------------------------------------------------
 def cmd_compile(args) -> int:
+    from . import api
     from .onnx_import import load_onnx
+    from .plugins import registry
     from .printer import format_graph, to_dot
     from .verify import verify_graph
 
-    graph = load_onnx(args.model)
-    verify_graph(graph)
-    if args.dump == "dot":
-        print(to_dot(graph), end="")
-    elif args.json:
-        print(json.dumps({"name": graph.name, "nodes": len(graph.nodes), "ops": graph.op_counts(),
-                          "inputs": {v.name: str(v.type) for v in graph.inputs},
-                          "outputs": {v.name: str(v.type) for v in graph.outputs}}, indent=2))
+    reg = registry()
+    be = reg.get(args.backend) if args.backend else reg.default()
+    imported = load_onnx(args.model)
+    verify_graph(imported)
+    graph = (api.prepare_for_backend(imported, be, args.native) if args.no_optimize
+             else api.optimize_for_backend(imported, be, args.native))
+    summary = {"name": graph.name, "backend": be.name, "imported_nodes": len(imported.nodes),
+               "nodes": len(graph.nodes), "ops": graph.op_counts(),
+               "inputs": {v.name: str(v.type) for v in graph.inputs},
+               "outputs": {v.name: str(v.type) for v in graph.outputs}}
+    if args.dump in ("graph", "dot"):
+        if args.dump == "dot":
+            print(to_dot(graph), end="")
+        elif args.json:
+            print(json.dumps(summary, indent=2))
+        else:
+            print(format_graph(graph))
+        return 0
+    from .ir import format_instr, format_ir, format_memory_plan, lower_to_ir
+
+    program = lower_to_ir(graph, optimize=not args.no_optimize)
+    fn, plan = program.fn, program.plan
+    if args.json:
+        out = {**summary, **plan.to_json()}
+        if args.dump == "ir":
+            out["instructions"] = [format_instr(i) for i in fn.instrs]
+        print(json.dumps(out, indent=2))
+    elif args.dump == "ir":
+        print(format_ir(fn, plan))
     else:
-        print(format_graph(graph))
+        print(format_memory_plan(fn, plan))
     return 0
 
 

@@ -56,9 +56,21 @@ def rebuild(graph: Graph, visit: Visit | None = None) -> tuple[Graph, bool]:
             return v
         return mapping[id(v)]
 
+    renamed: dict[int, Value] = {}
+
+    def captured(v):
+        """Sub-graphs find captured values by name: a replaced value keeps its name (Identity)."""
+        nv = m(v)
+        if nv.name == v.name and not nv.is_constant:
+            return nv
+        if id(v) not in renamed:
+            rb._names.discard(v.name)
+            renamed[id(v)] = rb.add1("Identity", [nv], name=f"{v.name}/keep_name", output_names=[v.name])
+        return renamed[id(v)]
+
     for node in graph.nodes:
         inputs = [m(v) for v in node.inputs]
-        captures = [m(v) for v in node.captures]
+        captures = [captured(v) for v in node.captures]
         new = None
         if visit is not None:
             rb.current = node

@@ -11,7 +11,7 @@ from glow.lowering import FLOOR, LOWERINGS, lower_to_supported, rule_for, suppor
 from glow.ops import all_ops, get_op
 from glow.testing.op_records import all_records
 
-RECORDS = [r for r in all_records() if rule_for(r.op) is not None]
+RECORDS = [r for r in all_records() if rule_for(r.op, r.domain) is not None]
 
 
 def test_floor_is_small_closed_and_declared():
@@ -22,7 +22,7 @@ def test_floor_is_small_closed_and_declared():
 
 def test_every_rule_has_a_record():
     rule_for("Relu")  # loads the rules
-    covered = {r.op for r in all_records()}
+    covered = {(r.domain, r.op) for r in all_records()}
     missing = sorted(set(LOWERINGS) - covered)
     assert not missing, f"lowering rules without a test record: {missing}"
 
@@ -63,5 +63,5 @@ def test_driver_reaches_fixed_point_and_keeps_interface():
 
 def test_rules_only_for_known_ops():
     rule_for("Relu")
-    known = {o.name for o in all_ops()}
+    known = {(o.domain, o.name) for o in all_ops()}
     assert set(LOWERINGS) <= known

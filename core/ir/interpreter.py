@@ -69,7 +69,8 @@ class IRProgram:
         if o is None:
             return None
         if o.root.boxed:
-            return env[id(o.root)]
+            r = o.root
+            return self.static[id(r)] if id(r) in self.static else env[id(r)]
         return self._array(o, env)
 
     def _write(self, i: Instr, o, value, env):
@@ -95,7 +96,7 @@ class IRProgram:
         env: dict[int, object] = {}
         for b in self.fn.inputs:
             v = feeds[b.name]
-            env[id(b)] = v if b.boxed else np.ascontiguousarray(v)
+            env[id(b)] = v if b.boxed else np.asarray(v, order="C")
         for b in self.fn.outputs:
             if not b.boxed:
                 env[id(b)] = np.empty(b.type.shape, _np_dtype(b.type))
@@ -119,7 +120,7 @@ class IRProgram:
                 results = [evaluate(i.expr, args)]
             else:
                 results = self._kernel(i, args)
-        except (GraphError,):
+        except GraphError:
             raise
         except Exception as e:  # name the instruction: a bare NumPy error is useless to a user
             raise GraphError(f"instruction '{i.name}' ({i.opname}) failed in the IR interpreter: "

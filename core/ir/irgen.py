@@ -98,7 +98,7 @@ class _Gen:
         if op is None:
             if v.data is None:
                 raise KeyError(f"value '{v.name}' is used before it is defined")
-            data = v.data if v.data.dtype == object else np.ascontiguousarray(v.data)
+            data = v.data if v.data.dtype == object else np.asarray(v.data, order="C")
             op = self.operand[id(v)] = self.buffer(v.name, v.type, WEIGHT, data)
         return op
 
@@ -124,9 +124,9 @@ class _Gen:
     # -- per-node translation ----------------------------------------------------------------
     def node(self, n: Node):
         src = self.get(n.inputs[0]) if n.inputs and n.inputs[0] is not None else None
-        if src is not None and not src.root.boxed and all(_plain(o) for o in n.outputs) and _plain(n.inputs[0]):
-            if self.try_view(n, src):
-                return
+        if (src is not None and not src.root.boxed and _plain(n.inputs[0])
+                and all(_plain(o) for o in n.outputs) and self.try_view(n, src)):
+            return
         if n.op.name == "Concat" and all(_plain(v) for v in n.inputs) and _plain(n.outputs[0]):
             if self.try_concat(n):
                 return

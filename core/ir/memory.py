@@ -88,7 +88,7 @@ def _place(iv: Interval, placed: list) -> int:
 def _by_max_live(intervals, length, prefer):
     totals = live_profile(intervals, length).astype(np.int64)
     todo = list(intervals)
-    placed, order = [], []
+    placed = []
     while todo:
         t = int(np.argmax(totals))
         live = [iv for iv in todo if iv.start <= t <= iv.end] or todo

@@ -89,8 +89,11 @@ def share_buffers(fn: IRFunction) -> IRFunction:
             if out is not out.root or out.kind != ACTIVATION or out.boxed or uses.written_at(out) != [p]:
                 continue
             for a in i.inputs:
+                # Another operand viewing the same buffer would read bytes already overwritten by
+                # a code generator's loop (NumPy would not notice): leave those alone.
+                aliased = any(v is not None and v is not a and v.root is a for v in i.inputs)
                 if (a is not None and a is a.root and a.kind == ACTIVATION and not a.boxed
-                        and a.type == out.type and uses.last(a) == p):
+                        and a.type == out.type and uses.last(a) == p and not aliased):
                     fn = substitute(fn, out, lambda o, a=a: rebase(a, o.name, o.type, o.offset))
                     changed = True
                     break

@@ -42,13 +42,13 @@ def verify_ir(fn: IRFunction) -> None:
                             f"({r.nbytes} bytes)")
             if r.kind == ACTIVATION and (id(r) not in allocs or id(r) in deallocs):
                 fail(p, f"%{o.name} used outside the lifetime of %{r.name}")
+        for o in i.reads():  # before this instruction's own writes: in-place reads old bytes
+            if o.root.kind in (ACTIVATION, OUTPUT) and id(o.root) not in written:
+                fail(p, f"reads %{o.name} before anything writes %{o.root.name}")
         for o in i.writes():
             if o.root.kind in (WEIGHT, INPUT):
                 fail(p, f"writes to {o.root.kind} buffer %{o.root.name}")
             written.add(id(o.root))
-        for o in i.reads():
-            if o.root.kind in (ACTIVATION, OUTPUT) and id(o.root) not in written:
-                fail(p, f"reads %{o.name} before anything writes %{o.root.name}")
     for b in fn.buffers:
         if b.kind == ACTIVATION and (id(b) in allocs) != (id(b) in deallocs):
             fail(None, f"activation %{b.name} has an alloc without a dealloc or the reverse")

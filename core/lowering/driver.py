@@ -19,6 +19,9 @@ MAX_ROUNDS = 64
 
 
 def supports_floor(node: Node) -> bool:
+    """The floor's own predicate: its ops, with Max/Min in their binary form."""
+    if node.op.name in ("Max", "Min"):
+        return len(node.inputs) == 2
     return node.op.name in FLOOR
 
 
@@ -29,10 +32,10 @@ def lower_to_supported(graph: Graph, supports: Callable[[Node], bool], backend: 
     for _ in range(MAX_ROUNDS):
         stuck: Counter = Counter()
 
-        def visit(rb, node, inputs):
+        def visit(rb, node, inputs, stuck=stuck):
             if supports(node):
                 return None
-            rule = rule_for(node.op.name)
+            rule = rule_for(node.op.name, node.op.domain)
             outs = None
             if rule is not None:
                 before = len(rb._nodes)

@@ -1,13 +1,13 @@
-"""The table of lowering rules, keyed by op name (one rule per op)."""
+"""The table of lowering rules, keyed by (domain, op name): one rule per op."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-LOWERINGS: dict[str, Callable] = {}
+LOWERINGS: dict[tuple[str, str], Callable] = {}
 
 
-def lowering(op_name: str):
+def lowering(op_name: str, domain: str = ""):
     """Register `fn(rb, node, inputs) -> [Value] | None` as the lowering rule of `op_name`.
 
     The rule builds replacement nodes with `rb` (a `glow.rewrite.Rebuilder`; `rb.emit1(op, ins,
@@ -19,18 +19,18 @@ def lowering(op_name: str):
     def deco(fn):
         from ..ops import get_op
 
-        get_op(op_name)  # registering a rule for an unknown op is a bug: fail at import
-        if op_name in LOWERINGS:
+        get_op(op_name, domain)  # registering a rule for an unknown op is a bug: fail at import
+        if (domain, op_name) in LOWERINGS:
             raise ValueError(f"lowering rule for {op_name} registered twice")
-        LOWERINGS[op_name] = fn
+        LOWERINGS[(domain, op_name)] = fn
         return fn
 
     return deco
 
 
-def rule_for(op_name: str):
+def rule_for(op_name: str, domain: str = ""):
     _load_rules()
-    return LOWERINGS.get(op_name)
+    return LOWERINGS.get((domain, op_name))
 
 
 _loaded = False

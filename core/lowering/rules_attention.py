@@ -15,9 +15,9 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..ops import get_op
 from ._build import ints, scalar, static_shape
-from .registry import LOWERINGS, lowering
+from .driver import MEMORY_BLOWUP_LIMIT
+from .registry import lowering
 
 _HALF = (dt.float16, dt.bfloat16)
 #: Up to this many keys, bfloat16 softmax sums are accumulated in bfloat16 (see _masked_softmax).
@@ -88,24 +88,25 @@ def _and(rb, a, b):
 
 # -- Attention -------------------------------------------------------------------------------------
 
-def _structural_mask(rb, a, sq, total, offset, nonpad, batch):
-    """Which keys each query may see from positions alone (causal, windows, valid length), as a
-    bool broadcastable to (B, H, Sq, total); None when everything is visible."""
+def _structural_mask(rb, a, rows, total, offset, nonpad, batch):
+    """Which keys the queries `rows` (r0, r1) may see from positions alone (causal, windows,
+    valid length), as a bool broadcastable to (B, H, r1 - r0, total); None if all are visible."""
     causal, left, right = a["is_causal"], a["left_window_size"], a["right_window_size"]
+    r0, r1 = rows
     if nonpad is None:  # positions are all static: a constant
         if not causal and left < 0 and right < 0:
             return None
-        q = np.arange(sq).reshape(sq, 1) + offset
+        q = np.arange(r0, r1).reshape(-1, 1) + offset
         k = np.arange(total).reshape(1, total)
-        ok = np.ones((sq, total), bool)
+        ok = np.ones((r1 - r0, total), bool)
         ok &= (k <= q) if causal else True
         ok &= (k >= q - left) if left >= 0 else True
         ok &= (k <= q + right) if right >= 0 else True
-        return rb.constant(ok.reshape(1, 1, sq, total), name="mask")
+        return rb.constant(ok.reshape(1, 1, r1 - r0, total), name="mask")
     valid = _reshape(rb, nonpad, [batch, 1, 1, 1])  # external cache: the queries end at nonpad
     k = rb.constant(np.arange(total, dtype=np.int64).reshape(1, 1, 1, total), name="kpos")
-    q = rb.emit1("Add", [rb.emit1("Sub", [valid, ints(rb, [sq])]),
-                         rb.constant(np.arange(sq, dtype=np.int64).reshape(1, 1, sq, 1), name="qpos")])
+    q = rb.emit1("Add", [rb.emit1("Sub", [valid, ints(rb, [offset])]),
+                         rb.constant(np.arange(r0, r1, dtype=np.int64).reshape(1, 1, -1, 1), name="qpos")])
     ok = rb.emit1("Less", [k, valid])
     if causal:
         ok = rb.emit1("And", [ok, rb.emit1("Not", [rb.emit1("Greater", [k, q])])])
@@ -118,20 +119,31 @@ def _structural_mask(rb, a, sq, total, offset, nonpad, batch):
     return ok
 
 
-def _attention_bias(rb, a, mask, t1, sq, total, offset, nonpad, batch):
-    """The additive bias (t1): the float mask where allowed, -inf elsewhere; None if no mask."""
-    allowed = _structural_mask(rb, a, sq, total, offset, nonpad, batch)
+def _full_mask(rb, mask, t1, total):
+    """attn_mask as bool, or as t1 for an additive mask, padded to `total` keys with 'not allowed'."""
+    if mask is None:
+        return None
+    ms = static_shape(mask)
+    is_bool = mask.type.dtype == dt.bool_
+    if not is_bool:
+        mask = _cast(rb, mask, t1)
+    short = total - ms[-1]
+    if short:
+        fill = rb.constant(np.asarray(False if is_bool else -np.inf, mask.type.dtype.np), name="fill")
+        mask = rb.emit1("Pad", [mask, ints(rb, [0] * (2 * len(ms) - 1) + [short]), fill])
+    return mask
+
+
+def _attention_bias(rb, a, mask, t1, rows, sq, total, offset, nonpad, batch):
+    """The additive bias (t1) of the query rows: the float mask where allowed, -inf elsewhere;
+    None when nothing is masked."""
+    allowed = _structural_mask(rb, a, rows, total, offset, nonpad, batch)
     bias = None
     if mask is not None:
         ms = static_shape(mask)
-        short = total - ms[-1]
-        is_bool = mask.type.dtype == dt.bool_
-        if not is_bool:
-            mask = _cast(rb, mask, t1)
-        if short:  # a short mask is padded with "not allowed"
-            fill = rb.constant(np.asarray(False if is_bool else -np.inf, mask.type.dtype.np), name="fill")
-            mask = rb.emit1("Pad", [mask, ints(rb, [0] * (2 * len(ms) - 1) + [short]), fill])
-        if is_bool:
+        if len(ms) >= 2 and ms[-2] == sq and rows != (0, sq):
+            mask = _slice(rb, mask, len(ms) - 2, *rows)
+        if mask.type.dtype == dt.bool_:
             allowed = _and(rb, allowed, mask)
         else:
             bias = mask
@@ -147,6 +159,30 @@ def _softcap(rb, raw, cap):
     x = _cast(rb, raw, dt.float32) if raw.type.dtype in _HALF else raw
     y = rb.emit1("Mul", [rb.emit1("Tanh", [rb.emit1("Div", [x, scalar(rb, cap, x)])]), scalar(rb, cap, x)])
     return _cast(rb, y, raw.type.dtype)
+
+
+def _query_chunk(node, rows, row_bytes) -> int:
+    """How many query rows to attend at once so that the scores stay well inside the driver's
+    memory bound (a fraction of MEMORY_BLOWUP_LIMIT times the node's largest input/output)."""
+    sizes = [v.type.nbytes for v in (*node.all_inputs, *node.outputs) if isinstance(v.type, dt.TensorType)]
+    budget = MEMORY_BLOWUP_LIMIT // 4 * max(sizes, default=0)
+    return max(1, min(rows, budget // max(row_bytes, 1)))
+
+
+def _attend(rb, a, q, kt, v, bias, hkv):
+    """softmax(softcap(q kt) + bias) v for one block of query rows; returns y and the four
+    qk_matmul_output candidates (raw, capped, logits, probs)."""
+    t1 = q.type.dtype
+    raw = _grouped_matmul(rb, q, kt, hkv)
+    capped = _softcap(rb, raw, a["softcap"]) if a["softcap"] > 0 else raw
+    logits = capped if bias is None else rb.emit1("Add", [capped, bias])
+    probs = _masked_softmax(rb, _cast(rb, logits, a["softmax_precision"] or t1))
+    if bias is not None:  # a query that may see no key gets a zero row (decided on the mask)
+        empty = rb.emit1("Equal", [bias, rb.constant(np.asarray(-np.inf, t1.np), name="neg_inf")])
+        empty = rb.emit1("ReduceMin", [empty, ints(rb, [-1])], {"keepdims": 1})
+        probs = rb.emit1("Where", [empty, scalar(rb, 0, probs), probs])
+    y = _grouped_matmul(rb, _cast(rb, probs, t1), v, hkv)
+    return y, (raw, capped, logits, probs)
 
 
 @lowering("Attention")
@@ -165,44 +201,39 @@ def lower_attention(rb, node, ins):
     present_k, present_v = k, v
     batch, hq, sq, d = static_shape(q)
     hkv, total = static_shape(k)[1:3]
-    offset = static_shape(past_k)[2] if past_k is not None else 0
-    bias = _attention_bias(rb, a, mask, t1, sq, total, offset, nonpad, batch)
+    # query i sits at absolute position i + offset: after the past keys, or ending at nonpad
+    offset = static_shape(past_k)[2] if past_k is not None else sq if nonpad is not None else 0
+    mask = _full_mask(rb, mask, t1, total)
     # sqrt(scale) multiplies both Q and K, which keeps Q K^T in range for 16-bit types
     scale = 1 / np.sqrt(d) if a["scale"] is None else a["scale"]
     s = rb.constant(np.asarray(np.sqrt(scale), t1.np), name="scale")
+    qs = rb.emit1("Mul", [q, s])
     kt = _transpose(rb, rb.emit1("Mul", [k, s]), (0, 1, 3, 2))
-    raw = _grouped_matmul(rb, rb.emit1("Mul", [q, s]), kt, hkv)
-    capped = _softcap(rb, raw, a["softcap"]) if a["softcap"] > 0 else raw
-    logits = capped if bias is None else rb.emit1("Add", [capped, bias])
-    precision = a["softmax_precision"] or t1
-    probs = _masked_softmax(rb, _cast(rb, logits, precision))
-    if bias is not None:  # a query that may see no key gets a zero row (decided on the mask)
-        empty = rb.emit1("Equal", [bias, rb.constant(np.asarray(-np.inf, t1.np), name="neg_inf")])
-        empty = rb.emit1("ReduceMin", [empty, ints(rb, [-1])], {"keepdims": 1})
-        probs = rb.emit1("Where", [empty, scalar(rb, 0, probs), probs])
-    y = _grouped_matmul(rb, _cast(rb, probs, t1), _cast(rb, v, t1), hkv)
+    v = _cast(rb, v, t1)
+    itemsize = max(t1.itemsize, (a["softmax_precision"] or t1).itemsize, 4)
+    chunk = _query_chunk(node, sq, batch * hq * total * itemsize)
+    ys, qks = [], []
+    for r0 in range(0, sq, chunk):  # blocks of query rows bound the scores' memory
+        rows = (r0, min(sq, r0 + chunk))
+        q_rows = qs if rows == (0, sq) else _slice(rb, qs, 2, *rows)
+        bias = _attention_bias(rb, a, mask, t1, rows, sq, total, offset, nonpad, batch)
+        y, candidates = _attend(rb, a, q_rows, kt, v, bias, hkv)
+        ys.append(y)
+        if len(node.outputs) > 3:
+            qks.append(_cast(rb, candidates[a["qk_matmul_output_mode"]], t1))
+    y = ys[0] if len(ys) == 1 else rb.emit1("Concat", ys, {"axis": 2})
     if len(static_shape(node.inputs[0])) == 3:
         y = _heads_last(rb, y)
     outs = [y, present_k, present_v]
-    if len(node.outputs) > 3:
-        outs.append(_cast(rb, (raw, capped, logits, probs)[a["qk_matmul_output_mode"]], t1))
+    if qks:
+        outs.append(qks[0] if len(qks) == 1 else rb.emit1("Concat", qks, {"axis": 2}))
     return outs[:len(node.outputs)]
 
 
 # -- FlexAttention ---------------------------------------------------------------------------------
 
-def lowering_in_domain(op_name: str, domain: str):
-    """`@lowering` for an op outside the default domain: the decorator looks ops up in the default
-    domain only, while the driver finds rules by op name (which is unique across domains)."""
-
-    def deco(fn):
-        get_op(op_name, domain)  # an unknown op is a bug: fail at import, as @lowering does
-        if op_name in LOWERINGS:
-            raise ValueError(f"lowering rule for {op_name} registered twice")
-        LOWERINGS[op_name] = fn
-        return fn
-
-    return deco
+#: Kept while rules_ml.py migrates to `@lowering(op, domain)`.
+lowering_in_domain = lowering
 
 
 def _inline(rb, graph, x):
@@ -222,27 +253,39 @@ def _inlinable(graph) -> bool:
                              and not any(n.captures or n.op.has_subgraphs for n in graph.nodes))
 
 
-@lowering_in_domain("FlexAttention", "ai.onnx.preview")
+@lowering("FlexAttention", "ai.onnx.preview")
 def lower_flex_attention(rb, node, ins):
     a = node.attrs
     q, k, v = ins
     if any(static_shape(x) is None for x in (q, k, v)):
         return None
-    if not (_inlinable(a["score_mod"]) and _inlinable(a["prob_mod"])):
+    mods = [m for m in (a["score_mod"], a["prob_mod"]) if m is not None]
+    if not all(_inlinable(m) for m in mods):
         return None
     t = q.type.dtype
     ct = a["softmax_precision"] or (dt.float64 if t == dt.float64 else dt.float32)
-    d, hkv = static_shape(q)[3], static_shape(k)[1]
+    batch, hq, sq, d = static_shape(q)
+    hkv, skv = static_shape(k)[1:3]
+    chunk = _query_chunk(node, sq, batch * hq * skv * max(t.itemsize, ct.itemsize))
+    if mods and chunk < sq:
+        return None  # the sub-graphs see whole score matrices, which would break the memory bound
     scale = np.float32(1 / np.sqrt(d) if a["scale"] is None else a["scale"])
     s = rb.constant(np.asarray(np.sqrt(scale), t.np), name="scale")
+    qs = rb.emit1("Mul", [q, s])
     kt = _transpose(rb, rb.emit1("Mul", [k, s]), (0, 1, 3, 2))
-    scores = _cast(rb, _grouped_matmul(rb, rb.emit1("Mul", [q, s]), kt, hkv), ct)
-    if a["score_mod"] is not None:
-        scores = _inline(rb, a["score_mod"], scores)
-    probs = _masked_softmax(rb, scores)
-    if a["prob_mod"] is not None:
-        probs = _inline(rb, a["prob_mod"], probs)
-    return [_cast(rb, _grouped_matmul(rb, probs, _cast(rb, v, ct), hkv), t)]
+    v = _cast(rb, v, ct)
+    ys = []
+    for r0 in range(0, sq, chunk):  # blocks of query rows bound the scores' memory
+        q_rows = qs if chunk >= sq else _slice(rb, qs, 2, r0, min(sq, r0 + chunk))
+        scores = _cast(rb, _grouped_matmul(rb, q_rows, kt, hkv), ct)
+        if a["score_mod"] is not None:
+            scores = _inline(rb, a["score_mod"], scores)
+        probs = _masked_softmax(rb, scores)
+        if a["prob_mod"] is not None:
+            probs = _inline(rb, a["prob_mod"], probs)
+        ys.append(_grouped_matmul(rb, probs, v, hkv))
+    y = ys[0] if len(ys) == 1 else rb.emit1("Concat", ys, {"axis": 2})
+    return [_cast(rb, y, t)]
 
 
 # -- LinearAttention -------------------------------------------------------------------------------
@@ -264,7 +307,8 @@ def lower_linear_attention(rb, node, ins):
     k = _reshape(rb, _cast(rb, key, f32), [b, steps, hkv, dk])
     v = _reshape(rb, _cast(rb, value, f32), [b, steps, hkv, dv])
     if decay is not None:  # per head (B, T, Hkv) or per key dim (B, T, Hkv*dk): exp once for all steps
-        decay = rb.emit1("Exp", [_reshape(rb, _cast(rb, decay, f32), [b, steps, hkv, -1])])
+        per = static_shape(decay)[2] // hkv
+        decay = rb.emit1("Exp", [_reshape(rb, _cast(rb, decay, f32), [b, steps, hkv, per])])
     if beta is not None:  # (B, T, Hkv|1)
         beta = _cast(rb, beta, f32)
     state = (rb.constant(np.zeros((b, hkv, dk, dv), np.float32), name="state") if past is None
@@ -275,7 +319,7 @@ def lower_linear_attention(rb, node, ins):
         k_t = _reshape(rb, _slice(rb, k, 1, i, i + 1), [b, hkv, dk, 1])
         v_t = _reshape(rb, _slice(rb, v, 1, i, i + 1), [b, hkv, 1, dv])
         if decay is not None:
-            state = rb.emit1("Mul", [state, _reshape(rb, _slice(rb, decay, 1, i, i + 1), [b, hkv, -1, 1])])
+            state = rb.emit1("Mul", [state, _reshape(rb, _slice(rb, decay, 1, i, i + 1), [b, hkv, per, 1])])
         if beta is not None:  # write only the part of v the state does not already predict from k
             pred = rb.emit1("MatMul", [_reshape(rb, k_t, [b, hkv, 1, dk]), state])
             beta_t = _reshape(rb, _slice(rb, beta, 1, i, i + 1), [b, -1, 1, 1])
@@ -284,9 +328,10 @@ def lower_linear_attention(rb, node, ins):
         q_t = _reshape(rb, _slice(rb, q, 1, i, i + 1), [b, hkv, hq // hkv, dk])
         read = rb.emit1("Mul", [rb.emit1("MatMul", [q_t, state]), scalar(rb, scale, state)])
         outs.append(_reshape(rb, read, [b, 1, hq * dv]))
-    out = outs[0] if len(outs) == 1 else rb.emit1("Concat", outs, {"axis": 1})
-    if steps == 0:
+    if not outs:  # no steps: an empty output, the state passes through
         out = rb.constant(np.zeros((b, 0, hq * dv), np.float32), name="empty")
+    else:
+        out = outs[0] if len(outs) == 1 else rb.emit1("Concat", outs, {"axis": 1})
     state_t = past.type.dtype if past is not None else query.type.dtype
     return [_cast(rb, out, query.type.dtype), _cast(rb, state, state_t)][:len(node.outputs)]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ._build import ints
+from ._build import ints, static_shape
 from .registry import lowering
 from .rules_movement import known_ints, reshape_to
 
@@ -40,7 +40,7 @@ def lower_constant_of_shape(rb, node, ins):
     known = _known_output(rb, node)
     if known is not None:
         return [known]
-    shape = known_ints(ins[0])
+    shape = known_ints(ins[0]) or static_shape(node.outputs[0])
     if shape is None:
         return None
     fill = node.attrs["value"]
@@ -74,10 +74,19 @@ def lower_range(rb, node, ins):
     known = _known_output(rb, node)
     if known is not None:
         return [known]
-    if any(v.known is None for v in ins):
+    if all(v.known is not None for v in ins):  # too long to have been folded
+        return [rb.constant(np.asarray(node.op.reference(*[v.known for v in ins], **node.attrs)),
+                            name="c")]
+    n = node.outputs[0].type.shape[0]
+    if not isinstance(n, int):
         return None  # the length depends on run-time values
-    out = node.op.reference(*[v.known for v in ins], **node.attrs)
-    return [rb.constant(np.asarray(out), name="c")]
+    # start + i * delta, computed in the stash type as the reference does
+    dtype = node.outputs[0].type.dtype
+    work = (node.attrs["stash_type"] or dtype) if dtype in (dt.float16, dt.bfloat16) else dtype
+    start, delta = (v if v.type.dtype == work else rb.emit1("Cast", [v], {"to": work}) for v in ins[::2])
+    iota = rb.constant(np.arange(n).astype(work.np), name="c")
+    y = rb.emit1("Add", [reshape_to(rb, start, []), rb.emit1("Mul", [iota, reshape_to(rb, delta, [])])])
+    return [y if work == dtype else rb.emit1("Cast", [y], {"to": dtype})]
 
 
 @lowering("Trilu")
@@ -97,6 +106,6 @@ def lower_trilu(rb, node, ins):
     else:
         r, c = _iotas(rb, rows, cols)
         diff = rb.emit1("Sub", [c, r])
-        kk = reshape_to(rb, rb.emit1("Cast", [k], {"to": dt.int64}), [])
+        kk = reshape_to(rb, k, [])
         keep = rb.emit1("Not", [rb.emit1("Less" if upper else "Greater", [diff, kk])])
     return [rb.emit1("Where", [keep, x, _zero(rb, x.type.dtype)])]

@@ -13,7 +13,6 @@ import numpy as np
 from .. import dtypes as dt
 from ._build import ints, scalar, static_shape
 from .registry import lowering
-from .rules_attention import lowering_in_domain
 
 
 def _cast(rb, x, dtype):
@@ -125,7 +124,7 @@ def _adaptive_step(rb, x, rate_times_v, h, eps):
     return rb.emit1("Sub", [x, rb.emit1("Div", [rate_times_v, den])])
 
 
-@lowering_in_domain("Adagrad", _TRAINING)
+@lowering("Adagrad", _TRAINING)
 def lower_adagrad(rb, node, ins):
     a = node.attrs
     rate, step, (xs, gs, hs) = _groups(rb, ins, 3)
@@ -139,7 +138,7 @@ def lower_adagrad(rb, node, ins):
     return _finish(rb, node, [new_x, new_h])
 
 
-@lowering_in_domain("Adam", _TRAINING)
+@lowering("Adam", _TRAINING)
 def lower_adam(rb, node, ins):
     a = node.attrs
     alpha, beta = a["alpha"], a["beta"]
@@ -164,7 +163,7 @@ def lower_adam(rb, node, ins):
     return _finish(rb, node, [new_x, new_v, new_h])
 
 
-@lowering_in_domain("Momentum", _TRAINING)
+@lowering("Momentum", _TRAINING)
 def lower_momentum(rb, node, ins):
     a = node.attrs
     alpha = a["alpha"]

@@ -104,8 +104,19 @@ def _reshape_like_output(rb, node, ins):
 
 
 lower_flatten = lowering("Flatten")(_reshape_like_output)
-lower_squeeze = lowering("Squeeze")(_reshape_like_output)
 lower_unsqueeze = lowering("Unsqueeze")(_reshape_like_output)
+
+
+@lowering("Squeeze")
+def lower_squeeze(rb, node, ins):
+    x, axes = (list(ins) + [None])[:2]
+    shape, n = x.type.shape, None if axes is None else axes.type.shape
+    if out_shape(node) is None and static_shape(x) is not None and n is not None and len(n) == 1:
+        # Axes known only at run time, but only size-1 dims can be squeezed: if there are exactly
+        # as many of them as axes, the axes are those dims whatever their values.
+        if sum(d == 1 for d in shape) == n[0]:
+            return [reshape_to(rb, x, [d for d in shape if d != 1])]
+    return _reshape_like_output(rb, node, ins)
 
 
 @lowering("Split")
@@ -127,7 +138,9 @@ def lower_tile(rb, node, ins):
     # Interleave a size-1 axis before every repeated axis, broadcast it to the repeat count, and
     # merge each (repeat, dim) pair: [d0, d1] -> [1, d0, 1, d1] -> [r0, d0, r1, d1] -> [r0*d0, r1*d1].
     x, reps = ins
-    shape, reps = static_shape(x), known_ints(reps)
+    shape, reps, out = static_shape(x), known_ints(reps), out_shape(node)
+    if reps is None and shape is not None and out is not None:  # repeats given at run time
+        reps = [o // d if d else 1 for d, o in zip(shape, out)]
     if shape is None or reps is None:
         return None
     if all(r == 1 for r in reps):
@@ -184,11 +197,13 @@ def lower_center_crop_pad(rb, node, ins):
     # Per axis: crop a centred window (start rounds down) or zero-pad (the odd element goes to the
     # end). All crops are one Slice, all pads one constant Pad.
     x, target = ins
-    shape, target = x.type.shape, known_ints(target)
-    if shape is None or target is None:
+    shape, target, out = x.type.shape, known_ints(target), out_shape(node)
+    if shape is None or (target is None and out is None):
         return None
     rank = len(shape)
     axes = [norm_axis(a, rank) for a in (node.attrs["axes"] or range(rank))]
+    if out is not None:  # the output type holds the target sizes even when `shape` is a run-time input
+        target = [out[a] for a in axes]
     crop_axes, starts, ends, pads = [], [], [], [0] * (2 * rank)
     for a, t in zip(axes, target):
         d = shape[a]

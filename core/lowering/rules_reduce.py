@@ -81,7 +81,9 @@ def node_axes(node, ins):
     rank = x.type.rank
     if rank is None:
         return False
-    return sorted(a % rank if rank else 0 for a in values)
+    if rank == 0:
+        return None  # a 0-d input reduces over "all" (no) axes, whatever the axes say
+    return sorted(a % rank for a in values)
 
 
 def _reduction(fn):

@@ -61,8 +61,10 @@ def _conv_with(rb, conv, cins, s, t):
 def _gemm_with(rb, gemm, gins, s, t):
     """gemm(A, B, C) * s + t (per output column) as one Gemm with new constants."""
     b, c = const(gins[1]), const(gins[2]) if len(gins) > 2 else None
-    if b is None or b.dtype.kind != "f" or b.ndim != 2 or (len(gins) > 2 and gins[2] is not None and c is None):
+    if b is None or b.dtype.kind != "f" or b.ndim != 2:
         return None
+    if len(gins) > 2 and gins[2] is not None and c is None:
+        return None  # a runtime bias
     trans_b = gemm.attrs.get("transB", 0)
     m = b.shape[0] if trans_b else b.shape[1]
     if s.shape[0] != m:
@@ -101,13 +103,13 @@ def _fold_affine(ctx, rb, node, x_old, x_new, s, t):
 
 def _bn_with(rb, bn, x, s, t):
     """A BatchNormalization computing s * x + t exactly (mean 0, var 1 - eps, so sqrt(var+eps)=1)."""
-    dtype = const(bn.inputs[1]).dtype
     eps = float(bn.attrs.get("epsilon", 1e-5))
     if eps >= 1:
         return None
     n = s.shape[0]
-    consts = [rb.constant(a.astype(dtype), nm) for a, nm in
-              ((s, "scale"), (t, "bias"), (np.zeros(n), "mean"), (np.full(n, 1.0 - eps), "var"))]
+    params = (s, t, np.zeros(n), np.full(n, 1.0 - eps))
+    consts = [rb.constant(a.astype(const(old).dtype), nm) for a, old, nm in
+              zip(params, bn.inputs[1:5], ("scale", "bias", "mean", "var"))]
     return rb.emit1("BatchNormalization", [x] + consts, dict(bn.attrs))
 
 

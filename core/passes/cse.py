@@ -14,6 +14,7 @@ import numpy as np
 from ..graph import Graph
 from ..rewrite import _copy_node, rebuild
 from .base import Pass
+from .patterns import captured_values
 
 #: Constants up to this many bytes are compared by value.
 DEDUP_CONSTANT_BYTES = 1024
@@ -40,7 +41,8 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
     seen: dict = {}
     constants: dict = {}
     merged = False
-    graph_outputs = {id(v) for v in graph.outputs}
+    # Graph outputs and values sub-graphs capture by name keep their own node.
+    graph_outputs = {id(v) for v in graph.outputs} | captured_values(graph)
 
     def canon(v):
         """The representative of a small constant with this value."""

@@ -18,10 +18,12 @@ from .. import dtypes as dt
 from ..graph import Graph
 from ..rewrite import rebuild
 from .base import Pass
+from .patterns import captured_values
 
-#: Results larger than this stay computed at run time (folding would only move the bytes from the
-#: activation arena into the weights, and cost compile time).
-MAX_FOLD_BYTES = 64 << 20
+#: Results larger than this stay computed at run time (a guard against absurd expansions; weights
+#: computed by a sub-graph, like the light models' ConstantOfShape weights, are folded whatever
+#: their size, as Glow does).
+MAX_FOLD_BYTES = 1 << 30
 
 
 def _foldable(node) -> bool:
@@ -58,8 +60,10 @@ def _fits(value, old) -> bool:
 
 
 def fold_constants(graph: Graph) -> Graph:
+    pinned = captured_values(graph)
+
     def visit(rb, node, ins):
-        if not _foldable(node) or not node.outputs:
+        if not _foldable(node) or not node.outputs or any(id(o) in pinned for o in node.outputs):
             return None
         if node.op.name == "Identity" and any(o is v for o in graph.outputs for v in node.outputs):
             return None  # binds a graph output to its name: nothing to gain

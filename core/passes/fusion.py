@@ -25,6 +25,7 @@ from ..graph import Graph, GraphBuilder
 from ..ops.registry import ELEMENTWISE, Attr, OpDef
 from ..rewrite import rebuild
 from .base import Pass
+from .patterns import Context, keep_output_names
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def _groups(graph: Graph, requests) -> list[tuple]:
             root_of[id(node)] = node
             members[id(node)] = [node]
     out = []
-    for root_id, ms in members.items():
+    for ms in members.values():
         root, head = ms[-1], None
         if act is not None:
             ins = {id(v) for m in ms for v in m.all_inputs}
@@ -151,6 +152,7 @@ def fuse(graph: Graph, requests) -> Graph:
     if not plans:
         return graph
     new_of: dict[int, object] = {}
+    ctx = Context(graph)
 
     def visit(rb, node, ins):
         for old, new in zip(node.inputs, ins):
@@ -165,8 +167,9 @@ def fuse(graph: Graph, requests) -> Graph:
             return None  # only immediates: constant folding's business, not a kernel's
         op = FUSED_KERNEL if head is not None else FUSED_ELEMENTWISE
         inputs = [v if v.data is not None else new_of[id(v)] for v in ext]
-        name = f"{node.name}/fused"
-        return rb.add(op, inputs, {"body": body}, name=name, num_outputs=1)
+        out = rb.add(op, inputs, {"body": body}, name=f"{node.name}/fused", num_outputs=1)
+        keep_output_names(ctx, rb, node, out)
+        return out
 
     new, _ = rebuild(graph, visit)
     from .dce import eliminate_dead_code

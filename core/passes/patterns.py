@@ -27,6 +27,10 @@ class Context:
         self.graph = graph
         self._users = graph.users()
         self._outputs = {id(v) for v in graph.outputs}
+        self._captured = captured_values(graph)
+        #: Names that must not change: graph outputs and values sub-graphs capture by name.
+        self.fixed_names = {v.name for v in graph.outputs} | {
+            v.name for n in graph.nodes for v in n.captures}
 
     def users(self, v: Value) -> list[Node]:
         return self._users.get(id(v), [])
@@ -38,6 +42,16 @@ class Context:
 
     def is_output(self, v: Value) -> bool:
         return id(v) in self._outputs
+
+    def pinned(self, node: Node) -> bool:
+        """Whether a sub-graph reads one of `node`'s results by name: it must not be replaced."""
+        return any(id(o) in self._captured for o in node.outputs)
+
+
+def captured_values(graph: Graph) -> set[int]:
+    """ids of values read by control-flow sub-graphs. A sub-graph finds them by *name*, and a
+    replacement value would carry another name, so passes leave their producers alone."""
+    return {id(v) for n in graph.nodes for v in n.captures}
 
 
 Rule = Callable[[Context, object, Node, list], list | None]
@@ -89,11 +103,12 @@ class Rules:
         ctx = Context(graph)
 
         def visit(rb, node, ins):
-            if is_output_binding(ctx, node):
+            if is_output_binding(ctx, node) or ctx.pinned(node):
                 return None
             for fn in self.rules_for(node):
                 out = fn(ctx, rb, node, ins)
                 if out is not None:
+                    keep_output_names(ctx, rb, node, out)
                     return out
             return None
 
@@ -110,6 +125,20 @@ class Rules:
                 break
             out = eliminate_dead_code(new)
         return out
+
+
+def keep_output_names(ctx: Context, rb, node: Node, outs, first_new: int = 0) -> None:
+    """Give a graph output's replacement value the output's name, instead of letting `rebuild`
+    add an Identity to keep the name. Only node results are renamed, and only those whose name
+    nothing else depends on: not graph inputs, constants, other outputs, or values a sub-graph
+    captures by name (those keep the Identity)."""
+    for old, new in zip(node.outputs, outs):
+        if (not ctx.is_output(old) or new is None or new.node is None or new.name == old.name
+                or new.name in ctx.fixed_names or sum(1 for o in outs if o is new) != 1):
+            continue
+        rb._names.discard(new.name)
+        new.name = old.name  # rebuild reserved the old name for exactly this value
+        ctx.fixed_names.add(new.name)
 
 
 def is_output_binding(ctx: Context, node: Node) -> bool:

@@ -59,7 +59,7 @@ def _undo_const(move, c: np.ndarray, out_rank: int) -> np.ndarray | None:
         return None
     perm = move.attrs.get("perm") or tuple(range(out_rank))[::-1]
     full = c.reshape((1,) * (out_rank - c.ndim) + c.shape)
-    return np.ascontiguousarray(np.transpose(full, np.argsort(perm)))
+    return np.transpose(full, np.argsort(perm)).copy()
 
 
 @RULES.group_rule(ELEMENTWISE)

@@ -45,6 +45,7 @@ class OpRecord:
     num_outputs: int | None = None
     rtol: float = 1e-5
     atol: float = 1e-6
+    domain: str = ""
 
     @property
     def id(self) -> str:
@@ -67,7 +68,10 @@ class OpRecord:
                 t = dt.from_name(spec.dtype)
                 values.append(b.input(f"x{k}", dt.TensorType(spec.shape, t)))
                 feeds[f"x{k}"] = random_array(rng, spec, t)
-        outs = b.add(self.op, values, self.attrs, name="node", num_outputs=self.num_outputs)
+        from ..ops import get_op
+
+        outs = b.add(get_op(self.op, self.domain), values, self.attrs, name="node",
+                     num_outputs=self.num_outputs)
         return b.build(outs), feeds
 
 

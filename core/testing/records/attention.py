@@ -3,9 +3,13 @@ causal, sliding windows, KV cache, nonpad_kv_seqlen, softcap, scale, softmax pre
 qk_matmul_output mode, 16-bit types), FlexAttention, LinearAttention (every update rule, GQA,
 past state, per-head and per-key decay), RotaryEmbedding and SwiGLU."""
 
+
 import numpy as np
 
 from ..op_records import Const, In, OpRecord
+
+#: Kept while records/ml.py migrates to OpRecord(..., domain=...).
+DomainRecord = OpRecord
 
 B, HQ, HKV, SQ, SKV, D, DV = 2, 4, 2, 3, 5, 8, 6
 
@@ -14,8 +18,8 @@ def _attn(name, q=(B, HQ, SQ, D), k=(B, HKV, SKV, D), v=(B, HKV, SKV, DV), mask=
           nonpad=None, dtype="float32", outputs=1, **attrs):
     ins = [In(q, dtype), In(k, dtype), In(v, dtype), mask, None, None, nonpad]
     if past is not None:
-        ins[4] = In((k[0], HKV if len(k) == 3 else k[1], past, D), dtype)
-        ins[5] = In((k[0], HKV if len(k) == 3 else k[1], past, DV), dtype)
+        heads, dk, dv = (HKV, D, DV) if len(k) == 3 else (k[1], k[3], v[3])
+        ins[4], ins[5] = In((k[0], heads, past, dk), dtype), In((k[0], heads, past, dv), dtype)
     while ins[-1] is None:
         ins.pop()
     tol = {"float16": (3e-3, 3e-3), "bfloat16": (2e-2, 2e-2)}.get(dtype, (1e-5, 1e-6))
@@ -50,16 +54,27 @@ RECORDS = [
     _attn("nonpad-causal", nonpad=NONPAD, is_causal=1),
     _attn("nonpad-decode-window", q=(B, HQ, 1, D), nonpad=In((B,), "int64", 1, SKV), is_causal=1,
           left_window_size=2),
-    _attn("nonpad-negative-offset", nonpad=Const(np.array([1, 0], np.int64)), is_causal=1, right_window_size=0),
+    _attn("nonpad-negative-offset", nonpad=Const(np.array([1, 0], np.int64)), is_causal=1,
+          right_window_size=0),
     _attn("scale-softcap", scale=0.3, softcap=1.5, outputs=4, qk_matmul_output_mode=1),
     _attn("qk-mode0", mask=In((SQ, SKV)), outputs=4),
     _attn("qk-mode2", mask=In((SQ, SKV)), is_causal=1, outputs=4, qk_matmul_output_mode=2),
-    _attn("softmax-precision", dtype="float16", softmax_precision="float32", outputs=4, qk_matmul_output_mode=3),
+    _attn("softmax-precision", dtype="float16", softmax_precision="float32", outputs=4,
+          qk_matmul_output_mode=3),
     _attn("float16-causal", dtype="float16", is_causal=1, softcap=3.0),
     _attn("bfloat16-causal", dtype="bfloat16", is_causal=1),
     _attn("bfloat16-long", dtype="bfloat16", k=(1, HKV, 40, D), v=(1, HKV, 40, DV), q=(1, HQ, SQ, D)),
     _attn("float64", dtype="float64", mask=BOOL_MASK),
     _attn("single-query-key", q=(1, 1, 1, D), k=(1, 1, 1, D), v=(1, 1, 1, 1)),
+    # long sequences with tiny heads: the scores are attended in blocks of query rows
+    _attn("chunked-causal", q=(1, 2, 64, 2), k=(1, 1, 64, 2), v=(1, 1, 64, 2), is_causal=1),
+    _attn("chunked-nonpad-window", q=(2, 2, 48, 2), k=(2, 1, 64, 2), v=(2, 1, 64, 2),
+          nonpad=Const(np.array([64, 50], np.int64)), is_causal=1, left_window_size=20),
+    _attn("chunked-bool-mask-rows", q=(1, 2, 64, 2), k=(1, 1, 64, 2), v=(1, 1, 64, 2),
+          mask=In((64, 64), "bool")),
+    _attn("chunked-float-mask-rows", q=(2, 4, 48, 2), k=(2, 2, 64, 2), v=(2, 2, 64, 2), mask=In((48, 64))),
+    _attn("chunked-past-short-mask", q=(1, 2, 40, 2), k=(1, 1, 8, 2), v=(1, 1, 8, 2), past=56,
+          mask=In((1, 60)), is_causal=1),
 ]
 
 
@@ -68,7 +83,7 @@ RECORDS = [
 def _flex(name, q=(B, HQ, SQ, D), k=(B, HKV, SKV, D), v=(B, HKV, SKV, DV), dtype="float32", **attrs):
     tol = (3e-3, 3e-3) if dtype == "float16" else (1e-5, 1e-6)
     return OpRecord("FlexAttention", [In(q, dtype), In(k, dtype), In(v, dtype)], attrs, name=name,
-                    rtol=tol[0], atol=tol[1])
+                    rtol=tol[0], atol=tol[1], domain="ai.onnx.preview")
 
 
 RECORDS += [
@@ -76,6 +91,7 @@ RECORDS += [
     _flex("mha-scaled", k=(B, HQ, SKV, D), v=(B, HQ, SKV, DV), scale=0.2),
     _flex("float16", dtype="float16"),
     _flex("float64-precision32", dtype="float64", softmax_precision="float32"),
+    _flex("chunked", q=(1, 2, 64, 2), k=(1, 1, 64, 2), v=(1, 1, 64, 2)),
 ]
 
 
@@ -92,14 +108,15 @@ def _lin(name, rule, hq=4, hkv=2, steps=T, past=False, decay=None, beta=None, dt
     while ins[-1] is None:
         ins.pop()
     tol = (3e-3, 3e-3) if dtype == "float16" else (1e-5, 1e-5)
-    return OpRecord("LinearAttention", ins, {"q_num_heads": hq, "kv_num_heads": hkv, "update_rule": rule, **attrs},
-                    name=name, num_outputs=2, rtol=tol[0], atol=tol[1])
+    attrs = {"q_num_heads": hq, "kv_num_heads": hkv, "update_rule": rule, **attrs}
+    return OpRecord("LinearAttention", ins, attrs, name=name, num_outputs=2, rtol=tol[0], atol=tol[1])
 
 
 RECORDS += [
     _lin("linear", "linear"),
     _lin("linear-past-scale", "linear", past=True, scale=0.5),
     _lin("linear-one-step", "linear", steps=1, hq=2, hkv=2),
+    _lin("no-steps-past", "linear", steps=0, past=True),
     _lin("gated-per-head", "gated", decay=2, past=True),
     _lin("gated-per-key", "gated", decay=2 * DK),
     _lin("delta", "delta", beta=2),

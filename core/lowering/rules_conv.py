@@ -1,0 +1,295 @@
+"""Lowering rules for convolutions: Conv, ConvInteger, ConvTranspose, DeformConv.
+
+Conv is an im2col rewrite. The input is padded once; each kernel position k reads one strided
+Slice of it (a "tap", shaped like the output); the taps are stacked into a patch matrix
+(N, group, C/group * taps, P) and contracted with the reshaped weights (group, M/group,
+C/group * taps) by one batched MatMul, so groups are a batch dim of the MatMul, never a loop.
+The patch matrix is `taps` times one tap, so big kernels are split into chunks of kernel
+positions whose MatMuls are summed with Add; `patch_budget` sizes the chunks. Depthwise convs
+(one input channel per group) have nothing to contract: they multiply-add tap by tap.
+
+ConvTranspose scatters instead: kernel position k adds W_k^T x at output positions i*s + k*d.
+Grouped by phase (k*d mod s) those positions form a dense sub-grid, so every phase accumulates
+shifted (Padded) contributions and one Concat + Reshape interleaves the phases: no zero
+insertion and no multiplications by zero.
+
+16-bit floats are computed in float32 and rounded once, as the references do.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from .. import dtypes as dt
+from ..ops.conv import _transpose_geometry, out_extents, window_attrs
+from ._build import ints, scalar
+from .driver import MEMORY_BLOWUP_LIMIT
+from .registry import lowering
+
+HALF = frozenset({dt.float16, dt.bfloat16})
+#: One MatMul's patch matrix may hold this many times the conv's largest operand: a 3x3
+#: stride-1 conv (patches = 9 x its input) is then a single MatMul; bigger kernels are chunked.
+PATCH_FACTOR = 9
+
+
+# -- small builders (also used by rules_pool and rules_resize) -------------------------------------
+
+def op1(rb, op, *inputs, **attrs):
+    return rb.emit1(op, list(inputs), attrs or None)
+
+
+def reshape(rb, v, shape):
+    """Reshape; 0 keeps the input's dim there (so a dynamic batch passes through)."""
+    return op1(rb, "Reshape", v, ints(rb, shape))
+
+
+def strided(rb, v, axes, starts, counts, steps):
+    """`counts[i]` elements of axis `axes[i]` from `starts[i]` every `steps[i]`; no node if whole."""
+    shape = v.type.shape
+    keep = [i for i, a in enumerate(axes)
+            if not (starts[i] == 0 and (steps[i] == 1 or counts[i] == 1) and counts[i] == shape[a])]
+    if not keep:
+        return v
+    ends = [starts[i] + (counts[i] - 1) * steps[i] + 1 for i in keep]
+    return op1(rb, "Slice", v, ints(rb, [starts[i] for i in keep]), ints(rb, ends),
+               ints(rb, [axes[i] for i in keep]), ints(rb, [steps[i] for i in keep]))
+
+
+def pad(rb, v, begin, end, value=None):
+    """Constant-pad every axis of v by begin/end (non-negative); no node when nothing to do."""
+    if not any(begin) and not any(end):
+        return v
+    fill = [] if value is None else [scalar(rb, value, v)]
+    return op1(rb, "Pad", v, ints(rb, list(begin) + list(end)), *fill)
+
+
+def crop(rb, v, axes, starts, counts):
+    """Elements [start, start + count) of each axis, reading zeros outside the tensor."""
+    shape = v.type.shape
+    r = len(shape)
+    begin, end = [0] * r, [0] * r
+    for a, s, c in zip(axes, starts, counts):
+        begin[a] = max(-s, 0)
+        end[a] = max(s + c - shape[a], 0)
+    v = pad(rb, v, begin, end)
+    return strided(rb, v, axes, [s + begin[a] for a, s in zip(axes, starts)], counts, [1] * len(axes))
+
+
+def concat(rb, vs, axis):
+    return vs[0] if len(vs) == 1 else rb.emit1("Concat", list(vs), {"axis": axis})
+
+
+def chain(rb, op, vs):
+    acc = vs[0]
+    for v in vs[1:]:
+        acc = op1(rb, op, acc, v)
+    return acc
+
+
+def widen(rb, vs):
+    """16-bit float values cast to float32 (others unchanged)."""
+    return [v if v is None or v.type.dtype not in HALF else op1(rb, "Cast", v, to=dt.float32)
+            for v in vs]
+
+
+def narrow(rb, v, dtype):
+    return v if v.type.dtype == dtype else op1(rb, "Cast", v, to=dtype)
+
+
+def static(dims) -> bool:
+    return dims is not None and all(isinstance(d, int) for d in dims)
+
+
+def nbytes(v, dtype=None) -> int:
+    """Bytes of v (a dynamic dim counts as 1: every size here is per batch item when N is dynamic)."""
+    t = v.type
+    n = math.prod(d if isinstance(d, int) else 1 for d in t.shape)
+    return n * (dtype or t.dtype).itemsize
+
+
+def patch_budget(node, compute_dtype, *values) -> int:
+    """Bytes one patch matrix may take: PATCH_FACTOR x the largest of `values` in the compute type,
+    and always under the driver's limit (MEMORY_BLOWUP_LIMIT x the node's largest operand)."""
+    operands = [v for v in (*node.all_inputs, *node.outputs) if v is not None]
+    limit = MEMORY_BLOWUP_LIMIT * max(nbytes(v) for v in operands)
+    own = PATCH_FACTOR * max(nbytes(v, compute_dtype) for v in values)
+    return min(own, limit - limit // 8)
+
+
+def chunks(count, per_item, budget):
+    """Split range(count) into near-equal consecutive chunks of at most budget / per_item items."""
+    most = max(1, budget // max(per_item, 1))
+    n = -(-count // most)
+    size = -(-count // n)
+    return [range(k, min(k + size, count)) for k in range(0, count, size)]
+
+
+# -- sliding windows (also used by rules_pool) ----------------------------------------------------
+
+def pad_windows(rb, x, kernel, strides, dilations, out, pb, value=None):
+    """Pad the spatial axes of x so that all windows fit. Returns (padded x, origin): origin[i] is
+    where input position -pb[i] (the first window's start) lies in the padded axis."""
+    in_sp = x.type.shape[2:]
+    nsp = len(kernel)
+    begin, end, origin = [0, 0], [0, 0], []
+    for i in range(nsp):
+        need = (out[i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1
+        b = max(pb[i], 0)
+        begin.append(b)
+        end.append(max(need - pb[i] - in_sp[i], 0))
+        origin.append(b - pb[i])
+    return pad(rb, x, begin, end, value), origin
+
+
+def window_tap(rb, xp, origin, kidx, strides, dilations, out):
+    """The input value under kernel position kidx of every window: shaped (N, C, *out)."""
+    nsp = len(kidx)
+    return strided(rb, xp, [2 + i for i in range(nsp)],
+                   [origin[i] + kidx[i] * dilations[i] for i in range(nsp)], out, strides)
+
+
+def kernel_positions(kernel):
+    return list(itertools.product(*(range(k) for k in kernel)))
+
+
+# -- Conv core ------------------------------------------------------------------------------------
+
+def correlate(rb, x, w, group, out, strides, dilations, pb, budget):
+    """Grouped cross-correlation of x (N, C, *in) with w (M, C/group, *kernel) into (N, M, *out):
+    output o reads input o * stride + k * dilation - pb (zero outside the input)."""
+    c = x.type.shape[1]
+    m, cg = w.type.shape[:2]
+    kernel = list(w.type.shape[2:])
+    xp, origin = pad_windows(rb, x, kernel, strides, dilations, out, pb)
+
+    def tap(k):
+        return window_tap(rb, xp, origin, k, strides, dilations, out)
+
+    if cg == 1 and group > 1:
+        y = _multiply_add(rb, tap, w, group, m, kernel, out)
+    else:
+        per_tap = nbytes(x, x.type.dtype) // max(math.prod(x.type.shape[2:]), 1) * math.prod(out)
+        y = _im2col(rb, tap, w, group, c, m, kernel, out, chunks(math.prod(kernel), per_tap, budget))
+    return reshape(rb, y, [0, m, *out])
+
+
+def _im2col(rb, tap, w, g, c, m, kernel, out, parts):
+    # Patch rows are ordered channel-major, kernel-position-minor: the order of w's own layout.
+    cg, mg, kk, p = c // g, m // g, math.prod(kernel), math.prod(out)
+    positions = kernel_positions(kernel)
+    w2 = reshape(rb, w, [g, mg, cg, kk])
+    acc = None
+    for part in parts:
+        cols = [reshape(rb, tap(positions[j]), [0, c, 1, p]) for j in part]
+        cols = reshape(rb, concat(rb, cols, 2), [0, g, cg * len(part), p])
+        wk = w2 if len(part) == kk else strided(rb, w2, [3], [part[0]], [len(part)], [1])
+        y = op1(rb, "MatMul", reshape(rb, wk, [g, mg, cg * len(part)]), cols)  # (N, g, mg, P)
+        acc = y if acc is None else op1(rb, "Add", acc, y)
+    return acc
+
+
+def _multiply_add(rb, tap, w, g, m, kernel, out):
+    # Depthwise: y[n, g, j] = sum_k x_k[n, g] * w[g, j, k]; per-position weights are (1, g, j, 1..).
+    mg, kk, nsp = m // g, math.prod(kernel), len(kernel)
+    wt = op1(rb, "Transpose", reshape(rb, w, [g, mg, kk]), perm=[2, 0, 1])
+    wt = reshape(rb, wt, [kk, g] + ([mg] if mg > 1 else []) + [1] * nsp)
+    acc = None
+    for j, k in enumerate(kernel_positions(kernel)):
+        xk = tap(k)
+        if mg > 1:
+            xk = reshape(rb, xk, [0, g, 1, *out])
+        term = op1(rb, "Mul", xk, strided(rb, wt, [0], [j], [1], [1]))
+        acc = term if acc is None else op1(rb, "Add", acc, term)
+    return acc
+
+
+def _conv_geometry(node, x, w):
+    """(out dims, strides, dilations, begin pads), or None when shapes are not known enough."""
+    xs, ws = x.type.shape, w.type.shape
+    if xs is None or ws is None or not static(xs[1:]) or not static(ws):
+        return None
+    a = node.attrs
+    kernel, s, d, p = window_attrs(ValueError, len(ws) - 2, ws[2:], a["strides"], a["dilations"],
+                                   a["pads"])
+    out, pb, _ = out_extents(ValueError, list(xs[2:]), kernel, s, d, p, a.get("auto_pad", "NOTSET"))
+    return out, s, d, pb
+
+
+def add_bias(rb, y, b):
+    if b is None:
+        return y
+    return op1(rb, "Add", y, reshape(rb, b, [1, -1] + [1] * (len(y.type.shape) - 2)))
+
+
+@lowering("Conv")
+def lower_conv(rb, node, ins):
+    x, w, b = (list(ins) + [None])[:3]
+    geo = _conv_geometry(node, x, w)
+    if geo is None:
+        return None
+    x, w, b = widen(rb, [x, w, b])
+    y = correlate(rb, x, w, node.attrs["group"], *geo, patch_budget(node, x.type.dtype, x, w,
+                                                                      node.outputs[0]))
+    return [narrow(rb, add_bias(rb, y, b), node.outputs[0].type.dtype)]
+
+
+# -- ConvTranspose --------------------------------------------------------------------------------
+
+@lowering("ConvTranspose")
+def lower_conv_transpose(rb, node, ins):
+    x, w, b = (list(ins) + [None])[:3]
+    xs, ws = x.type.shape, w.type.shape
+    if xs is None or ws is None or not static(xs[1:]) or not static(ws):
+        return None
+    a = node.attrs
+    kernel, in_sp = list(ws[2:]), list(xs[2:])
+    nsp = len(kernel)
+    _, s, d, _ = window_attrs(ValueError, nsp, kernel, a["strides"], a["dilations"], a["pads"])
+    out, pb = _transpose_geometry(ValueError, in_sp, kernel, a)
+    g, c, mg = a["group"], xs[1], ws[1]
+    m, cg, kk, p_in = g * mg, c // g, math.prod(kernel), math.prod(in_sp)
+    x, w, b = widen(rb, [x, w, b])
+    budget = patch_budget(node, x.type.dtype, x, w, node.outputs[0])
+    # Every phase's canvas spans the input plus the largest shift of a kernel position.
+    shift = [(kernel[i] - 1) * d[i] // s[i] for i in range(nsp)]
+    canvas = {}
+    wt = op1(rb, "Transpose", reshape(rb, w, [g, cg, mg, kk]), perm=[0, 3, 2, 1])  # (g, kk, mg, cg)
+    xr = reshape(rb, x, [0, g, cg, p_in])
+    positions = kernel_positions(kernel)
+    per_pos = nbytes(x, x.type.dtype) // max(c, 1) * m
+    for part in chunks(kk, per_pos, budget):
+        wk = strided(rb, wt, [1], [part[0]], [len(part)], [1])
+        ys = op1(rb, "MatMul", reshape(rb, wk, [g, len(part) * mg, cg]), xr)  # (N, g, kc*mg, P_in)
+        ys = reshape(rb, ys, [0, g, len(part), mg, p_in])
+        for j, kpos in enumerate(positions[part[0]:part[-1] + 1]):
+            yk = reshape(rb, strided(rb, ys, [2], [j], [1], [1]), [0, m, *in_sp])
+            phase = tuple(kpos[i] * d[i] % s[i] for i in range(nsp))
+            q = [kpos[i] * d[i] // s[i] for i in range(nsp)]
+            yk = pad(rb, yk, [0, 0, *q], [0, 0, *(shift[i] - q[i] for i in range(nsp))])
+            canvas[phase] = op1(rb, "Add", canvas[phase], yk) if phase in canvas else yk
+    full = _interleave(rb, canvas, s, [in_sp[i] + shift[i] for i in range(nsp)], m)
+    y = crop(rb, full, list(range(2, 2 + nsp)), pb, out)
+    return [narrow(rb, add_bias(rb, y, b), node.outputs[0].type.dtype)]
+
+
+def _interleave(rb, canvas, s, length, m):
+    """full[..., q * s + r, ...] = canvas[r][..., q, ...] over all phases r (zeros where none)."""
+    nsp = len(s)
+    if all(si == 1 for si in s):
+        return canvas[(0,) * nsp]
+    any_canvas = next(iter(canvas.values()))
+    expanded = [0, m] + [v for i in range(nsp) for v in (length[i], 1)]
+
+    def zeros():
+        # An empty slice padded back to full size: zeros of the canvas's shape, batch included.
+        empty = strided(rb, any_canvas, [2], [0], [0], [1])
+        return pad(rb, empty, [0] * (nsp + 2), [0, 0, length[0]] + [0] * (nsp - 1))
+
+    def build(prefix):
+        i = len(prefix)
+        if i == nsp:
+            return reshape(rb, canvas[prefix] if prefix in canvas else zeros(), expanded)
+        return concat(rb, [build(prefix + (r,)) for r in range(s[i])], 3 + 2 * i)
+
+    return reshape(rb, build(()), [0, m] + [length[i] * s[i] for i in range(nsp)])

@@ -1,0 +1,299 @@
+"""Lowering rules for casts and linear quantization: CastLike, QuantizeLinear, DequantizeLinear,
+DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv.
+
+The rules follow the op references in ops/quant.py and ops/conv.py step by step, in the same
+precisions, so results agree bit for bit: integer zero points are subtracted exactly (int32, or
+int64 for int32 data), accumulations are exact (int32 MatMul; float64 Conv, whose sums of 8-bit
+products are exact integers), and requantization rounds once, half to even (the Round op's own
+rule), before clamping to the output type's range.
+
+Scales and zero points may be per-tensor, per-axis or blocked; `spread` lays them over the data so
+every formula is a plain broadcasting elementwise op.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..ops.quant import _division_type, int_range
+from ._build import ints
+from .registry import lowering
+
+INT8S = frozenset({dt.int8, dt.uint8})
+
+
+def op1(rb, op, *inputs, **attrs):
+    return rb.emit1(op, list(inputs), attrs or None)
+
+
+def cast(rb, v, to, **attrs):
+    return v if v.type.dtype == to and not attrs else op1(rb, "Cast", v, to=to, **attrs)
+
+
+def const(rb, value, dtype):
+    return rb.constant(np.asarray(value, dtype=dtype.np), name="c")
+
+
+def reshape(rb, v, shape):
+    return op1(rb, "Reshape", v, ints(rb, shape))
+
+
+def clamp(rb, v, lo, hi):
+    t = v.type.dtype
+    return op1(rb, "Max", op1(rb, "Min", v, const(rb, hi, t)), const(rb, lo, t))
+
+
+# -- scale / zero-point layout ---------------------------------------------------------------------
+
+def spread(rb, p, x_shape, axis, block_size):
+    """A scale or zero point laid over data of shape x_shape (as ops/quant.py's `_expand`):
+    per-tensor becomes 0-d, per-axis a broadcastable column, blocked a Gather of repeated blocks.
+    None when a needed dim is unknown."""
+    pshape = p.type.shape
+    if pshape is None or x_shape is None:
+        return None
+    rank = len(x_shape)
+    if len(pshape) == 0 or (tuple(pshape) == (1,) and block_size == 0):
+        return p if len(pshape) == 0 else reshape(rb, p, [])
+    a = axis % rank
+    if block_size > 0:
+        d = x_shape[a]
+        if not isinstance(d, int):
+            return None
+        idx = rb.constant(np.arange(d, dtype=np.int64) // block_size, name="blocks")
+        return op1(rb, "Gather", p, idx, axis=a)
+    return reshape(rb, p, [1] * a + [-1] + [1] * (rank - a - 1))
+
+
+def row_param(rb, p, a_rank):
+    """A per-row (1-D, length M) matmul parameter of a as an (M, 1) column (ops/quant `_row_param`)."""
+    shape = p.type.shape
+    if shape is None:
+        return None
+    if len(shape) == 1 and shape[0] != 1 and a_rank >= 2:
+        return reshape(rb, p, [-1, 1])
+    return p
+
+
+def first_element(rb, p):
+    """p.reshape(-1)[0] as a 0-d value (ConvInteger's x_zero_point)."""
+    flat = reshape(rb, p, [-1])
+    return op1(rb, "Gather", flat, rb.constant(np.asarray(0, np.int64), name="i"), axis=0)
+
+
+def per_channel(rb, p, rank):
+    """A per-output-channel parameter as a (M, 1, ...) column of `rank` dims, else a scalar."""
+    shape = p.type.shape
+    if shape is None:
+        return None
+    if len(shape) == 1 and shape[0] != 1:
+        return reshape(rb, p, [-1] + [1] * (rank - 1))
+    return reshape(rb, p, [])
+
+
+# -- shared tails ----------------------------------------------------------------------------------
+
+def saturate_to(rb, q, zero_point, out: dt.DType, saturate=1):
+    """round(q) + zero_point, saturated to `out` (ops/quant `quantize`/`_requantize` tails).
+
+    Integer outputs round half to even in q's precision, widen exactly to float32 (float64 stays)
+    to add the zero point, and clamp. float32 holds every sum whose result is not clamped: a
+    rounded |q| that is not exact in float32 is far outside every quantized range anyway.
+    Float (8/4-bit) outputs add the zero point in float32 and let Cast saturate and round.
+    """
+    if out.is_int:
+        wide = dt.float64 if q.type.dtype == dt.float64 else dt.float32
+        r = cast(rb, op1(rb, "Round", q), wide)
+        if zero_point is not None:
+            r = op1(rb, "Add", r, cast(rb, zero_point, wide))
+        lo, hi = int_range(out)
+        return cast(rb, clamp(rb, r, lo, hi), out)
+    r = cast(rb, q, dt.float32)
+    if zero_point is not None:
+        r = op1(rb, "Add", r, cast(rb, zero_point, dt.float32))
+    return op1(rb, "Cast", r, to=out, saturate=saturate)
+
+
+def requantize(rb, acc, scale, y_scale, y_zero_point):
+    """(acc * scale) rounded to float32, divided by y_scale, saturated to y_zero_point's type
+    (ops/quant `_requantize`): acc and scale are float64."""
+    real = cast(rb, op1(rb, "Mul", acc, scale), dt.float32)
+    q = op1(rb, "Div", real, cast(rb, y_scale, dt.float32))
+    return saturate_to(rb, q, y_zero_point, y_zero_point.type.dtype)
+
+
+def centered_int(rb, x, zero_point):
+    """x - zero_point exactly, in int32 (int64 for int32 data, whose difference may not fit)."""
+    exact = dt.int64 if x.type.dtype in (dt.int32, dt.int64, dt.uint32) else dt.int32
+    d = cast(rb, x, exact)
+    return d if zero_point is None else op1(rb, "Sub", d, zero_point if zero_point.type.dtype == exact
+                                            else cast(rb, zero_point, exact))
+
+
+# -- casts -----------------------------------------------------------------------------------------
+
+@lowering("CastLike")
+def lower_cast_like(rb, node, ins):
+    x, like = ins
+    return [op1(rb, "Cast", x, to=like.type.dtype, saturate=node.attrs["saturate"],
+                round_mode=node.attrs["round_mode"])]
+
+
+# -- QuantizeLinear / DequantizeLinear -------------------------------------------------------------
+
+@lowering("QuantizeLinear")
+def lower_quantize_linear(rb, node, ins):
+    # y = saturate(round_half_even(x / scale) + zero_point), the division in the op's precision
+    # (the `precision` attribute, else the scale's float type; int32 scales divide in float64).
+    x, scale, zp = (list(ins) + [None, None])[:3]
+    a = node.attrs
+    shape = x.type.shape
+    prec = dt.from_numpy(_division_type(scale.type.dtype.np, a["precision"]))
+    s = spread(rb, cast(rb, scale, prec), shape, a["axis"], a["block_size"])
+    z = None
+    if zp is not None:
+        wide = dt.float64 if prec == dt.float64 else dt.float32
+        z = spread(rb, cast(rb, zp, wide), shape, a["axis"], a["block_size"])
+        if z is None:
+            return None
+    if s is None:
+        return None
+    q = op1(rb, "Div", cast(rb, x, prec), s)
+    return [saturate_to(rb, q, z, node.outputs[0].type.dtype, a["saturate"])]
+
+
+@lowering("DequantizeLinear")
+def lower_dequantize_linear(rb, node, ins):
+    # y = (x - zero_point) * scale: the difference is exact (integers in int32/int64, float 8/4
+    # formats in float32), then rounded once to the output type and multiplied there.
+    x, scale, zp = (list(ins) + [None, None])[:3]
+    a = node.attrs
+    out = node.outputs[0].type.dtype
+    shape = x.type.shape
+    if x.type.dtype.is_int:
+        z = None if zp is None else spread(rb, centered_int(rb, zp, None), shape, a["axis"],
+                                           a["block_size"])
+        d = centered_int(rb, x, z)
+    else:
+        z = None if zp is None else spread(rb, cast(rb, zp, dt.float32), shape, a["axis"],
+                                           a["block_size"])
+        d = cast(rb, x, dt.float32)
+        d = d if z is None else op1(rb, "Sub", d, z)
+    s = spread(rb, cast(rb, cast(rb, scale, dt.float32), out), shape, a["axis"], a["block_size"])
+    if s is None or (zp is not None and z is None):
+        return None
+    return [op1(rb, "Mul", cast(rb, d, out), s)]
+
+
+@lowering("DynamicQuantizeLinear")
+def lower_dynamic_quantize_linear(rb, node, ins):
+    # The range [min(x, 0), max(x, 0)] maps onto uint8 0..255: scale = range / 255 and
+    # zero_point = round(-min / scale). A zero range (x all zeros) keeps scale 0 and quantizes
+    # with a stand-in scale of 1, giving the reference's zeros.
+    (x,) = ins
+    shape = x.type.shape
+    if shape is None:
+        return None
+    f32 = dt.float32
+    zero = const(rb, 0, f32)
+    if 0 in shape:
+        lo = hi = zero
+    elif len(shape) == 0:
+        lo = hi = x
+    else:
+        axes = ints(rb, range(len(shape)))
+        lo = op1(rb, "ReduceMin", x, axes, keepdims=0)
+        hi = op1(rb, "ReduceMax", x, axes, keepdims=0)
+    lo, hi = op1(rb, "Min", lo, zero), op1(rb, "Max", hi, zero)
+    scale = op1(rb, "Div", op1(rb, "Sub", hi, lo), const(rb, 255, f32))
+    safe = op1(rb, "Where", op1(rb, "Equal", scale, zero), const(rb, 1, f32), scale)
+    zp = clamp(rb, op1(rb, "Round", op1(rb, "Div", op1(rb, "Sub", zero, lo), safe)), 0, 255)
+    y = clamp(rb, op1(rb, "Add", op1(rb, "Round", op1(rb, "Div", x, safe)), zp), 0, 255)
+    return [cast(rb, y, dt.uint8), scale, cast(rb, zp, dt.uint8)]
+
+
+# -- integer and quantized matmul ------------------------------------------------------------------
+
+@lowering("MatMulInteger")
+def lower_matmul_integer(rb, node, ins):
+    # (A - a_zero_point) @ (B - b_zero_point) in int32: 8-bit differences are exact, and int32
+    # products wrap exactly as the reference's int64 sums cast to int32 do.
+    a, b, azp, bzp = (list(ins) + [None, None])[:4]
+    if a.type.shape is None:
+        return None
+    if azp is not None:
+        azp = row_param(rb, cast(rb, azp, dt.int32), len(a.type.shape))
+        if azp is None:
+            return None
+    ca = op1(rb, "Sub", cast(rb, a, dt.int32), azp) if azp is not None else cast(rb, a, dt.int32)
+    cb = cast(rb, b, dt.int32)
+    if bzp is not None:
+        cb = op1(rb, "Sub", cb, cast(rb, bzp, dt.int32))
+    return [op1(rb, "MatMul", ca, cb)]
+
+
+@lowering("QLinearMatMul")
+def lower_qlinear_matmul(rb, node, ins):
+    # Integer inputs accumulate exactly through MatMulInteger; float 8 inputs are centered and
+    # multiplied in float64 (exact for 8-bit values). Then requantize as the reference does.
+    a, a_s, a_zp, b, b_s, b_zp, y_s, y_zp = ins
+    if a.type.shape is None:
+        return None
+    rank = len(a.type.shape)
+    f64 = dt.float64
+    if a.type.dtype in INT8S and b.type.dtype in INT8S:
+        acc = cast(rb, rb.emit1("MatMulInteger", [a, b, a_zp, b_zp]), f64)
+    else:
+        ca = op1(rb, "Sub", cast(rb, a, f64), row_param(rb, cast(rb, a_zp, f64), rank))
+        cb = op1(rb, "Sub", cast(rb, b, f64), cast(rb, b_zp, f64))
+        acc = op1(rb, "MatMul", ca, cb)
+    scale = op1(rb, "Mul", row_param(rb, cast(rb, a_s, f64), rank), cast(rb, b_s, f64))
+    return [requantize(rb, acc, scale, y_s, y_zp)]
+
+
+# -- integer and quantized convolution -------------------------------------------------------------
+
+def _conv_attrs(node):
+    return {k: node.attrs[k] for k in ("auto_pad", "dilations", "group", "kernel_shape", "pads",
+                                       "strides")}
+
+
+@lowering("ConvInteger")
+def lower_conv_integer(rb, node, ins):
+    # A float64 Conv of the centered inputs (lowered by Conv's own rule): every partial sum of
+    # 8-bit products is an integer below 2^53, so it is exact and casts to int32 unchanged. The
+    # zero points are subtracted before padding, so padding contributes 0, as ONNX defines.
+    x, w, xzp, wzp = (list(ins) + [None, None])[:4]
+    if w.type.shape is None:
+        return None
+    f64 = dt.float64
+    cx, cw = cast(rb, x, f64), cast(rb, w, f64)
+    if xzp is not None:
+        cx = op1(rb, "Sub", cx, first_element(rb, cast(rb, xzp, f64)))
+    if wzp is not None:
+        wz = per_channel(rb, cast(rb, wzp, f64), len(w.type.shape))
+        if wz is None:
+            return None
+        cw = op1(rb, "Sub", cw, wz)
+    y = rb.emit1("Conv", [cx, cw], _conv_attrs(node))
+    return [cast(rb, y, dt.int32)]
+
+
+@lowering("QLinearConv")
+def lower_qlinear_conv(rb, node, ins):
+    # ConvInteger accumulates exactly; the int32 bias joins in float64 (no overflow), then the
+    # (per output channel) scale x_scale * w_scale and requantization, as the reference.
+    x, x_s, x_zp, w, w_s, w_zp, y_s, y_zp, bias = (list(ins) + [None])[:9]
+    if x.type.shape is None:
+        return None
+    rank = len(x.type.shape)
+    f64 = dt.float64
+    acc = cast(rb, rb.emit1("ConvInteger", [x, w, x_zp, w_zp], _conv_attrs(node)), f64)
+    if bias is not None:
+        acc = op1(rb, "Add", acc, reshape(rb, cast(rb, bias, f64), [1, -1] + [1] * (rank - 2)))
+    ws = per_channel(rb, cast(rb, w_s, f64), rank - 1)
+    if ws is None:
+        return None
+    scale = op1(rb, "Mul", cast(rb, x_s, f64), ws)
+    return [requantize(rb, acc, scale, y_s, y_zp)]

@@ -1,0 +1,244 @@
+"""Lowering rules for signal processing: DFT and STFT as MatMuls with constant DFT matrices, and
+the window/mel generators as constants.
+
+A DFT along one axis is a matrix product. The last axis of a signal holds (real) or (real,
+imaginary), so after moving the transformed axis next to it and flattening the two, one real
+[L * c, K * c_out] matrix maps the interleaved input straight to the interleaved output: no
+splitting into real and imaginary parts. The matrix also absorbs the transform's zero-padding
+(rows of samples that are not there) and truncation (zero rows for samples past the length), the
+one-sided output (only the first n // 2 + 1 columns) and the Hermitian weights of the inverse
+real transform. Matrices are built in float64 from exact angles (j * k mod n) and rounded once to
+the compute type: float64 for float64 signals, float32 otherwise (as the reference computes).
+
+A dense DFT matrix costs O(n^2) memory, so a rule only fires while the matrix stays within the
+driver's 16x budget of the node's largest input or output (batched or short transforms).
+
+Windows and MelWeightMatrix depend only on their (small) scalar inputs: when those are known the
+output is a constant; with run-time sizes the output's length is data-dependent and stays
+unlowered.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..ops.signal import _dft_lengths, _stft_geometry
+from ._build import ints, static_shape
+from .driver import MEMORY_BLOWUP_LIMIT
+from .registry import lowering
+
+
+def op1(rb, op, *inputs, **attrs):
+    return rb.emit1(op, list(inputs), attrs or None)
+
+
+def known_scalar(v):
+    """A known one-element input as an int; None when absent or unknown."""
+    if v is None or v.known is None:
+        return None
+    return int(np.asarray(v.known).reshape(-1)[0])
+
+
+def compute_type(x):
+    return dt.float64 if x.type.dtype == dt.float64 else dt.float32
+
+
+def _nbytes(shape, dtype):
+    return math.prod(shape) * dtype.itemsize
+
+
+def fits_budget(matrix_bytes, node) -> bool:
+    """A constant the rule creates stays within the driver's budget of the node's largest value."""
+    sizes = [v.type.nbytes for v in list(node.all_inputs) + list(node.outputs)
+             if isinstance(v.type, dt.TensorType) and v.type.nbytes is not None]
+    return bool(sizes) and matrix_bytes <= MEMORY_BLOWUP_LIMIT * max(sizes)
+
+
+# -- DFT matrices ------------------------------------------------------------------------------------
+
+def _cos_sin(j, k, n):
+    """cos and sin of 2 pi j k / n, exact at multiples of a quarter turn (no 1e-16 residues)."""
+    r = np.outer(j, k) % n
+    theta = 2 * np.pi * r / n
+    c, s = np.cos(theta), np.sin(theta)
+    quarter = (4 * r) % n == 0
+    q = (4 * r) // n
+    c = np.where(quarter, np.choose(q % 4, [1.0, 0.0, -1.0, 0.0]), c)
+    s = np.where(quarter, np.choose(q % 4, [0.0, 1.0, 0.0, -1.0]), s)
+    return c, s
+
+
+def dft_matrix(length, c, n, inverse, onesided):
+    """The [length * c, k_out * c_out] float64 matrix of one DFT along an axis of `length`
+    samples with c parts each (1 real, 2 complex), transform length n."""
+    if onesided and inverse:
+        return _irfft_matrix(length, n)
+    k_out = n // 2 + 1 if onesided else n
+    used = min(length, n)  # samples past n are truncated: their rows stay zero
+    cos, sin = _cos_sin(np.arange(used), np.arange(k_out), n)
+    m = np.zeros((length, c, k_out, 2))
+    sign, scale = (1.0, 1.0 / n) if inverse else (-1.0, 1.0)
+    # (xr + i xi)(cos + i sign sin) = (xr cos - sign xi sin) + i (xi cos + sign xr sin)
+    m[:used, 0, :, 0] = cos * scale
+    m[:used, 0, :, 1] = sign * sin * scale
+    if c == 2:
+        m[:used, 1, :, 0] = -sign * sin * scale
+        m[:used, 1, :, 1] = cos * scale
+    return m.reshape(length * c, k_out * 2)
+
+
+def _irfft_matrix(bins, n):
+    """Inverse real DFT (numpy's irfft): y[t] = (1/n) sum_k w_k Re(X_k e^{2 pi i k t / n}) over the
+    first n // 2 + 1 bins, w = 1 for the DC and (even n) Nyquist bins, 2 otherwise; the imaginary
+    parts of those two bins drop out."""
+    used = min(bins, n // 2 + 1)
+    k = np.arange(used)
+    w = np.where((k == 0) | (2 * k == n), 1.0, 2.0)[:, None] / n
+    cos, sin = _cos_sin(k, np.arange(n), n)
+    m = np.zeros((bins, 2, n))
+    m[:used, 0] = w * cos
+    m[:used, 1] = -w * sin
+    m[:used, 1][(k == 0) | (2 * k == n)] = 0.0
+    return m.reshape(bins * 2, n)
+
+
+def _reshape(rb, x, shape):
+    shape = list(shape)
+    return rb.emit1("Reshape", [x, ints(rb, shape)], {"allowzero": 1} if 0 in shape else None)
+
+
+def dft_along(rb, node, x, axis, n, inverse, onesided):
+    """The DFT of x (static shape) along `axis`, in x's compute type; None over budget."""
+    shape = list(x.type.shape)
+    rank, length, c = len(shape), shape[axis], shape[-1]
+    n, _ = _dft_lengths(length, n, inverse, onesided, ValueError)
+    ct = compute_type(x)
+    m = dft_matrix(length, c, n, inverse, onesided)
+    if not fits_budget(m.size * ct.itemsize, node):
+        return None
+    perm = [i for i in range(rank - 1) if i != axis] + [axis, rank - 1]
+    xt = op1(rb, "Cast", x, to=ct) if x.type.dtype != ct else x
+    if perm != list(range(rank)):
+        xt = op1(rb, "Transpose", xt, perm=perm)
+    lead = [shape[i] for i in perm[:-2]]
+    y = op1(rb, "MatMul", _reshape(rb, xt, lead + [length * c]),
+            rb.constant(m.astype(ct.np), name="dft"))
+    c_out = 1 if onesided and inverse else 2
+    y = _reshape(rb, y, lead + [m.shape[1] // c_out, c_out])
+    if perm != list(range(rank)):
+        y = op1(rb, "Transpose", y, perm=list(np.argsort(perm)))
+    return y
+
+
+def _dft_out_shape(shape, axis, n, inverse, onesided):
+    n, out_len = _dft_lengths(shape[axis], n, inverse, onesided, ValueError)
+    out = list(shape)
+    out[axis] = out_len
+    out[-1] = 1 if onesided and inverse else 2
+    return out
+
+
+@lowering("DFT")
+def lower_dft(rb, node, ins):
+    # A run-time axis is resolved by the output type: the axes whose transform gives the node's
+    # static output shape are the candidates, and a Where picks the one the axis value names.
+    x, length_in, axis_in = (list(ins) + [None, None])[:3]
+    shape = static_shape(x)
+    if shape is None:
+        return None
+    rank = len(shape)
+    inverse, onesided = node.attrs["inverse"], node.attrs["onesided"]
+    n = known_scalar(length_in)
+    if length_in is not None and n is None:
+        return None  # a run-time dft_length decides the output length
+    axis = -2 if axis_in is None else known_scalar(axis_in)
+    if axis is not None:
+        candidates = [axis % rank]
+    else:
+        out = static_shape(node.outputs[0])
+        if out is None:
+            return None
+        candidates = [a for a in range(rank - 1)
+                      if _dft_out_shape(shape, a, n, inverse, onesided) == list(out)]
+    ys = [dft_along(rb, node, x, a, n, inverse, onesided) for a in candidates]
+    if not ys or any(y is None for y in ys):
+        return None
+    y = ys[-1]
+    if len(ys) > 1:
+        ax = op1(rb, "Reshape", axis_in, ints(rb, []))
+        ax = op1(rb, "Where", op1(rb, "Less", ax, rb.constant(np.asarray(0, np.int64), name="c")),
+                 op1(rb, "Add", ax, rb.constant(np.asarray(rank, np.int64), name="c")), ax)
+        for a, ya in zip(candidates[:-1], ys[:-1]):
+            hit = op1(rb, "Equal", ax, rb.constant(np.asarray(a, np.int64), name="c"))
+            y = op1(rb, "Where", hit, ya, y)
+    return [y if y.type.dtype == x.type.dtype else op1(rb, "Cast", y, to=x.type.dtype)]
+
+
+@lowering("STFT")
+def lower_stft(rb, node, ins):
+    # Frames are one Gather of constant sample positions ([frames, frame_length]), windowed by a
+    # broadcast Mul, then one MatMul with the (one-sided) DFT matrix of a frame.
+    signal, step_in, window, length_in = (list(ins) + [None, None])[:4]
+    shape = static_shape(signal)
+    step = known_scalar(step_in)
+    if shape is None or step is None or (length_in is not None and known_scalar(length_in) is None):
+        return None
+    batch, length, c = shape
+    onesided = node.attrs["onesided"]
+    wlen = None if window is None else (window.type.shape or [None])[0]
+    fl = known_scalar(length_in) if length_in is not None else wlen if window is not None else length
+    if not isinstance(fl, int):
+        return None
+    frames, bins = _stft_geometry(length, step, wlen, fl, onesided, c, ValueError)
+    ct = compute_type(signal)
+    m = dft_matrix(fl, c, fl, 0, onesided)
+    if not fits_budget(m.size * ct.itemsize, node):
+        return None
+    x = signal if signal.type.dtype == ct else op1(rb, "Cast", signal, to=ct)
+    pos = np.arange(frames, dtype=np.int64)[:, None] * step + np.arange(fl, dtype=np.int64)
+    framed = op1(rb, "Gather", x, rb.constant(pos, name="frames"), axis=1)  # [B, frames, fl, c]
+    if window is not None:
+        w = window if window.type.dtype == ct else op1(rb, "Cast", window, to=ct)
+        framed = op1(rb, "Mul", framed, _reshape(rb, w, [fl, 1]))
+    y = op1(rb, "MatMul", _reshape(rb, framed, [batch, frames, fl * c]),
+            rb.constant(m.astype(ct.np), name="dft"))
+    y = _reshape(rb, y, [batch, frames, bins, 2])
+    out = node.outputs[0].type.dtype
+    return [y if out == ct else op1(rb, "Cast", y, to=out)]
+
+
+# -- generators ------------------------------------------------------------------------------------
+
+def constant_output(rb, node, ins):
+    """The node's output as a constant when every input is known (None otherwise): the builder's
+    folded value, else the op's reference run on the known inputs."""
+    out = node.outputs[0]
+    value = out.known
+    if value is None:
+        if any(v is not None and v.known is None for v in ins):
+            return None
+        value = node.op.reference(*[None if v is None else v.known for v in ins], **node.attrs)
+    return [rb.constant(np.asarray(value, dtype=out.type.dtype.np), name="c")]
+
+
+@lowering("HannWindow")
+def lower_hann_window(rb, node, ins):
+    return constant_output(rb, node, ins)
+
+
+@lowering("HammingWindow")
+def lower_hamming_window(rb, node, ins):
+    return constant_output(rb, node, ins)
+
+
+@lowering("BlackmanWindow")
+def lower_blackman_window(rb, node, ins):
+    return constant_output(rb, node, ins)
+
+
+@lowering("MelWeightMatrix")
+def lower_mel_weight_matrix(rb, node, ins):
+    return constant_output(rb, node, ins)
