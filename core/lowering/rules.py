@@ -15,4 +15,5 @@ from . import (
     rules_recurrent,  # noqa: F401
     rules_reduce,  # noqa: F401
     rules_signal,  # noqa: F401
+    rules_tensor,  # noqa: F401
 )

@@ -110,3 +110,4 @@ RECORDS += [OpRecord(op, [In(s, t) for s in shapes], name=f"{len(shapes)}-inputs
             for shapes in [[(2, 3)], [(2, 1, 3), (4, 1), ()], [(3,), (3,), (3,), (2, 3)]]]
 RECORDS += [OpRecord(op, [_special(), Const(np.float32(1)), _special()], name="nan-wins")
             for op in ("Max", "Min")]
+
