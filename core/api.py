@@ -63,5 +63,6 @@ def optimize_for_backend(graph: Graph, be, native: str | None = None) -> Graph:
     from .passes import cleanup_graph, fuse_for_backend, optimize_graph
 
     graph = prepare_for_backend(optimize_graph(graph), be, native)
+    graph = be.transform_graph(graph)  # the backend's own rewrites (e.g. layouts), step 6
     graph = prepare_for_backend(cleanup_graph(graph), be, native)
     return fuse_for_backend(graph, be)

@@ -93,6 +93,11 @@ class Backend:
 
         return [o.name for o in all_ops()]
 
+    def transform_graph(self, graph: Graph) -> Graph:
+        """Backend graph transforms after lowering (layout changes, backend-private ops); the
+        result is cleaned up and lowered again, so it may use any op with a lowering rule."""
+        return graph
+
     def compile(self, graph: Graph, options: CompileOptions) -> Executable:  # pragma: no cover
         raise BackendError(f"backend '{self.name}' does not implement compile()")
 

@@ -51,7 +51,8 @@ def op1(rb, op, *inputs, **attrs):
 
 
 def neg(rb, x):
-    return op1(rb, "Sub", scalar(rb, 0, x), x)
+    # x * -1, not 0 - x: keeps the sign of zero (1 / -0.0 is -inf), wraps like Neg for integers
+    return op1(rb, "Mul", x, scalar(rb, -1, x))
 
 
 def absval(rb, x):
