@@ -102,7 +102,6 @@ def cmd_bench(args) -> int:
 def cmd_run(args) -> int:
     from . import api
     from .onnx_import import load_onnx
-
     from .plugins import registry
 
     if args.backend:

@@ -13,7 +13,6 @@ import re
 import warnings
 
 import onnx
-
 from glow.lowering import FLOOR, rule_for
 from glow.ops import all_ops, find_onnx_op
 from glow.testing.node_suite import collect_cases, run_case

@@ -1,9 +1,8 @@
 """Types, the graph builder's checks, the verifier, the printer and DOT export."""
 
+import glow
 import numpy as np
 import pytest
-
-import glow
 from glow import dtypes as dt
 from glow.graph import GraphBuilder, Node, topological_order
 from glow.printer import format_graph, to_dot

@@ -1,9 +1,8 @@
 """Lowering: the floor, the driver, and every rule checked against the un-lowered op."""
 
+import glow
 import numpy as np
 import pytest
-
-import glow
 from glow import dtypes as dt
 from glow.graph import GraphBuilder
 from glow.interpreter import run_graph

@@ -2,7 +2,6 @@
 
 import pytest
 from conftest import known_failures_key
-
 from glow.testing.models import folder_cases, light_models, run_model_case
 from glow.testing.node_suite import load_known_failures
 

@@ -6,7 +6,6 @@ list stays true). Listed failures are reported as xfail with their reason.
 
 import pytest
 from conftest import known_failures_key
-
 from glow.testing.node_suite import collect_cases, load_known_failures, run_case
 
 CASES = collect_cases()

@@ -1,12 +1,11 @@
 """ONNX import: constants vs placeholders, names, errors, external data, functions, sub-graphs."""
 
+import glow
 import numpy as np
 import onnx
 import pytest
 from helpers import add_const_model, make_model
 from onnx import TensorProto, helper
-
-import glow
 
 
 def test_initializers_become_constants():

@@ -1,9 +1,8 @@
 """Graph passes: each pass checked on the graph it leaves behind, and against the interpreter."""
 
+import glow
 import numpy as np
 import pytest
-
-import glow
 from glow import GraphError
 from glow import dtypes as dt
 from glow.graph import GraphBuilder

@@ -6,9 +6,8 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 import glow
+import pytest
 from glow import plugins
 
 GOOD = '''

@@ -56,6 +56,8 @@ def neg(rb, x):
 
 
 def absval(rb, x):
+    """|x| as max(x, -x). Of the zeros it may give -0.0: nothing here relies on the sign of a
+    zero (no 1/|x|)."""
     return op1(rb, "Max", x, neg(rb, x))
 
 
@@ -148,15 +150,15 @@ def lower_round(rb, node, ins):
 
 @lowering("Sign")
 def lower_sign(rb, node, ins):
+    # (x > 0) - (x < 0) as numbers; NaN stays NaN
     (x,) = ins
-    zero = scalar(rb, 0, x)
-    pos = rb.emit1("Cast", [rb.emit1("Greater", [x, zero])], {"to": x.type.dtype})
-    if not x.type.dtype.is_signed:
+    t, zero = x.type.dtype, scalar(rb, 0, x)
+    pos = op1(rb, "Cast", op1(rb, "Greater", x, zero), to=t)
+    if not t.is_signed:
         return [pos]
-    neg_ = rb.emit1("Cast", [rb.emit1("Less", [x, zero])], {"to": x.type.dtype})
-    out = rb.emit1("Sub", [pos, neg_])
-    if is_float(x):  # NaN stays NaN
-        out = rb.emit1("Where", [rb.emit1("Equal", [x, x]), out, x])
+    out = op1(rb, "Sub", pos, op1(rb, "Cast", op1(rb, "Less", x, zero), to=t))
+    if is_float(x):
+        out = op1(rb, "Where", op1(rb, "Equal", x, x), out, x)
     return [out]
 
 
@@ -236,14 +238,14 @@ def lower_tanh(rb, node, ins):
 @lowering("Asinh")
 @wide_float
 def lower_asinh(rb, node, ins):
-    # asinh a = log1p(a + a^2 / (1 + sqrt(1 + a^2))), with a^2/(...) written as
-    # a / (1/a + sqrt(1/a^2 + 1)) so that it cannot overflow; odd in x.
+    # asinh a = log1p(a + a^2 / (1 + sqrt(1 + a^2))) on a = |x| (odd): no cancellation near 0.
+    # a^2 overflows only far above BIG_ARG, where log(2a) is taken instead.
     (x,) = ins
     one = scalar(rb, 1, x)
     a = absval(rb, x)
-    inv = op1(rb, "Div", one, a)
-    den = op1(rb, "Add", inv, op1(rb, "Sqrt", op1(rb, "Add", op1(rb, "Mul", inv, inv), one)))
-    r = log1p(rb, op1(rb, "Add", a, op1(rb, "Div", a, den)))
+    sq = op1(rb, "Mul", a, a)
+    t = op1(rb, "Div", sq, op1(rb, "Add", one, op1(rb, "Sqrt", op1(rb, "Add", one, sq))))
+    r = log1p(rb, op1(rb, "Add", a, t))
     return [odd(rb, x, log_twice(rb, a, r))]
 
 
@@ -303,8 +305,10 @@ def lower_sum(rb, node, ins):
 @lowering("Mean")
 @wide_float
 def lower_mean(rb, node, ins):
-    total = chain(rb, "Add", ins) if len(ins) > 1 else op1(rb, "Identity", ins[0])
-    return [op1(rb, "Div", total, scalar(rb, len(ins), total))] if len(ins) > 1 else [total]
+    if len(ins) == 1:
+        return [op1(rb, "Identity", ins[0])]
+    total = chain(rb, "Add", ins)
+    return [op1(rb, "Div", total, scalar(rb, len(ins), total))]
 
 
 def _variadic_extreme(op):

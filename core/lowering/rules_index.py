@@ -1,10 +1,10 @@
 """Lowering rules for index ops: the gathers (GatherElements, GatherND, ReverseSequence) become one
 floor Gather on a flattened view with computed int64 indices; OneHot is a comparison with an iota;
 CumSum/CumProd are log-step scans; the scatters (ScatterElements, ScatterND, TensorScatter) pick,
-for every target, its source update by comparing target positions with the index tensor.
+for every target, its source update by comparing target positions with the index tensor; TopK
+ranks each entry by counting the entries that beat it.
 
-Not lowered (no rule): Compress, NonZero and Unique have data-dependent output shapes; TopK needs
-a sort, which the floor cannot express in bounded memory.
+Not lowered (no rule): Compress, NonZero and Unique have data-dependent output shapes.
 
 Scatters with indices known at compile time are matched in NumPy and cost one Gather and Where
 per round of duplicate targets. With run-time indices there is no linear-memory expansion in the
@@ -348,7 +348,7 @@ def _lower_scatter_elements(rb, node, ins):
         return None
     res = reshape_to(rb, res, [block[d] for d in perm])
     if perm != list(range(rank)):
-        res = rb.emit1("Transpose", [res], {"perm": list(np.argsort(perm))})
+        res = rb.emit1("Transpose", [res], {"perm": [int(p) for p in np.argsort(perm)]})
     for d in range(rank):  # join back the parts of data the indices do not reach
         if block[d] < ds[d]:
             lo = [0] * rank
@@ -418,4 +418,73 @@ def lower_tensor_scatter(rb, node, ins):
     got = rb.emit1("Gather", [reshape_to(rb, rows(upd, seq), [batch * seq, rest]), flat], {"axis": 0})
     out = rb.emit1("Where", [reshape_to(rb, inside, [batch, size, 1]), got, rows(cache, size)])
     out = reshape_to(rb, out, [cs[d] for d in perm])
-    return [rb.emit1("Transpose", [out], {"perm": list(np.argsort(perm))})]
+    return [rb.emit1("Transpose", [out], {"perm": [int(p) for p in np.argsort(perm)]})]
+
+
+# -- TopK -----------------------------------------------------------------------------------------
+
+
+def _rank_in_row(rb, node, x2, largest):
+    """rank[r, i]: how many entries of row r come before entry i in TopK order (larger, or equal
+    at a lower index; smaller for largest=0). A row-against-itself comparison, chunked over i."""
+    rows, n = x2.type.shape
+    step = _chunk(node, rows, n, n, 1, 8)
+    if -(-n // step) > MAX_CHUNKS:
+        return None
+    xj = reshape_to(rb, x2, [rows, 1, n])
+    ranks = []
+    for i0 in range(0, n, step):
+        i1 = min(n, i0 + step)
+        xi = reshape_to(rb, slice_axis(rb, x2, 1, i0, i1), [rows, i1 - i0, 1])
+        ahead = rb.emit1("Greater" if largest else "Less", [xj, xi])
+        level = rb.emit1("Not", [rb.emit1("Less" if largest else "Greater", [xj, xi])])
+        before = np.arange(n)[None, None, :] < np.arange(i0, i1)[None, :, None]  # j < i: ties count
+        beats = rb.emit1("Where", [rb.constant(before, name="mask"), level, ahead])
+        beats = rb.emit1("Cast", [beats], {"to": dt.int64})
+        ranks.append(rb.emit1("ReduceSum", [beats, _i64(rb, [2])], {"keepdims": 0}))
+    return concat(rb, ranks, 1)
+
+
+@lowering("TopK")
+def lower_top_k(rb, node, ins):
+    # Rank every entry of a row (the axis moved last), then for each output slot p find the entry
+    # ranked p, and gather it. O(n^2) comparisons per row, chunked like the scatters; NaN entries
+    # are not ordered as the reference's sort orders them.
+    x, k = ins
+    shape, out = static_shape(x), node.outputs[0].type.shape
+    if shape is None or not shape:
+        return None
+    rank = len(shape)
+    a = norm_axis(node.attrs["axis"], rank)
+    k = (known_ints(k) or [None if out is None else out[a]])[0]  # a run-time k is in the output type
+    if not isinstance(k, int):
+        return None
+    n = shape[a]
+    perm = [d for d in range(rank) if d != a] + [a]
+    rows = int(np.prod(shape, dtype=np.int64)) // n if n else 0
+    xt = x if perm == list(range(rank)) else rb.emit1("Transpose", [x], {"perm": perm})
+    if k == 0:
+        vals = slice_axis(rb, xt, rank - 1, 0, 0)
+        src = rb.emit1("Cast", [vals], {"to": dt.int64})
+    else:
+        x2 = reshape_to(rb, xt, [rows, n])
+        order = _rank_in_row(rb, node, x2, node.attrs["largest"])
+        step = _chunk(node, rows, n, k, 1, 8)
+        if order is None or -(-k // step) > MAX_CHUNKS:
+            return None
+        order = reshape_to(rb, order, [rows, n, 1])
+        srcs = []
+        for p0 in range(0, k, step):
+            p1 = min(k, p0 + step)
+            hot = rb.emit1("Equal", [order, _i64(rb, np.arange(p0, p1), [1, 1, p1 - p0])])
+            pick = rb.emit1("Where", [hot, _iota_on_axis(rb, n, 1, 3), _i64(rb, 0)])
+            srcs.append(rb.emit1("ReduceSum", [pick, _i64(rb, [1])], {"keepdims": 0}))
+        src = concat(rb, srcs, 1)  # (rows, k) positions along the axis
+        flat = rb.emit1("Add", [src, _iota_on_axis(rb, rows, 0, 2, n)])
+        vals = rb.emit1("Gather", [reshape_to(rb, x2, [rows * n]), flat], {"axis": 0})
+        dims = [shape[d] for d in perm[:-1]] + [k]
+        vals, src = reshape_to(rb, vals, dims), reshape_to(rb, src, dims)
+    if perm != list(range(rank)):
+        back = [int(p) for p in np.argsort(perm)]
+        vals, src = (rb.emit1("Transpose", [v], {"perm": back}) for v in (vals, src))
+    return [vals, src]

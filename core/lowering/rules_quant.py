@@ -297,3 +297,100 @@ def lower_qlinear_conv(rb, node, ins):
         return None
     scale = op1(rb, "Mul", cast(rb, x_s, f64), ws)
     return [requantize(rb, acc, scale, y_s, y_zp)]
+
+
+# -- BitCast ---------------------------------------------------------------------------------------
+#: IEEE binary formats: (exponent bits, mantissa bits). Their bit patterns are decoded and encoded
+#: with exact float64 arithmetic; the float 8/4 formats (other special values) have no rule.
+IEEE = {dt.float16: (5, 10), dt.bfloat16: (8, 7), dt.float32: (8, 23), dt.float64: (11, 52)}
+_SUB_BYTE = frozenset({dt.int4, dt.uint4, dt.int2, dt.uint2})
+
+
+def _is_integral(t):
+    return t.is_int or t == dt.bool_
+
+
+@lowering("BitCast")
+def lower_bit_cast(rb, node, ins):
+    # Integers of one width reinterpret as a wrapping Cast (two's complement); sub-byte ones go
+    # through int16, whose Cast wraps to the low bits. IEEE floats are decoded from / encoded to
+    # their (sign, exponent, mantissa) fields. NaN payloads are not kept: a NaN encodes as the
+    # quiet NaN, and every NaN pattern decodes to NaN.
+    (x,) = ins
+    src, to = x.type.dtype, node.attrs["to"]
+    if _is_integral(src) and _is_integral(to):
+        if src in _SUB_BYTE or to in _SUB_BYTE:
+            return [cast(rb, cast(rb, x, dt.int16), to)]
+        return [cast(rb, x, to)]
+    if src in IEEE and to.is_int:
+        return [_encode_ieee(rb, x, *IEEE[src], to)]
+    if src.is_int and to in IEEE:
+        return [_decode_ieee(rb, x, *IEEE[to], to)]
+    return None
+
+
+def _i64(rb, value):
+    return const(rb, value, dt.int64)
+
+
+def _f64(rb, value):
+    return const(rb, value, dt.float64)
+
+
+def _encode_ieee(rb, x, ebits, mbits, to):
+    """The bit pattern of float x as integer type `to` (of x's width)."""
+    width, bias = 1 + ebits + mbits, (1 << (ebits - 1)) - 1
+    v = cast(rb, x, dt.float64)  # exact for every IEEE format
+    zero, one = _f64(rb, 0), _f64(rb, 1)
+    # Negative, or -0.0 (1 / -0.0 = -inf); NaN counts as positive.
+    neg = op1(rb, "Less", op1(rb, "Where", op1(rb, "Equal", v, zero), op1(rb, "Div", one, v), v), zero)
+    a = op1(rb, "Max", v, op1(rb, "Sub", zero, v))
+    finite = op1(rb, "Less", a, _f64(rb, np.inf))  # NaN and inf: false
+    tiny = op1(rb, "Less", a, _f64(rb, 2.0 ** (1 - bias)))  # zero or subnormal in the format
+    normal = op1(rb, "And", finite, op1(rb, "Not", tiny))
+    # Normal: a = (1 + m / 2^mbits) 2^e. The logarithm's estimate of e is corrected both ways.
+    an = op1(rb, "Where", normal, a, one)
+    e = op1(rb, "Floor", op1(rb, "Div", op1(rb, "Log", an), _f64(rb, np.log(2))))
+    two = _f64(rb, 2)
+    e = op1(rb, "Where", op1(rb, "Greater", op1(rb, "Pow", two, e), an), op1(rb, "Sub", e, one), e)
+    e = op1(rb, "Where", op1(rb, "Greater", op1(rb, "Pow", two, op1(rb, "Add", e, one)), an), e,
+            op1(rb, "Add", e, one))
+    frac = op1(rb, "Sub", op1(rb, "Div", an, op1(rb, "Pow", two, e)), one)  # exact, in [0, 1)
+    m = cast(rb, op1(rb, "Mul", frac, _f64(rb, 2.0 ** mbits)), dt.int64)
+    field = cast(rb, op1(rb, "Add", e, _f64(rb, bias)), dt.int64)
+    bits = op1(rb, "Add", op1(rb, "Mul", field, _i64(rb, 1 << mbits)), m)
+    # Subnormal: a = m 2^(1 - bias - mbits), field 0 (zero included).
+    # (two exact scalings: 2^(bias - 1 + mbits) itself overflows float64 for float64's format)
+    sub = op1(rb, "Mul", op1(rb, "Where", tiny, a, zero), _f64(rb, 2.0 ** (bias - 1)))
+    sub = cast(rb, op1(rb, "Mul", sub, _f64(rb, 2.0 ** mbits)), dt.int64)
+    bits = op1(rb, "Where", tiny, sub, bits)
+    top = ((1 << ebits) - 1) << mbits
+    special = op1(rb, "Where", op1(rb, "Equal", a, a), _i64(rb, top), _i64(rb, top | 1 << (mbits - 1)))
+    bits = op1(rb, "Where", op1(rb, "Not", finite), special, bits)  # inf, NaN
+    if to.is_signed:  # a set sign bit makes the value negative: bits - 2^(width-1)
+        return cast(rb, op1(rb, "Where", neg, op1(rb, "Add", bits, _i64(rb, -(1 << (width - 1)))), bits),
+                    to)
+    bits = cast(rb, bits, to)
+    return op1(rb, "Where", neg, op1(rb, "Add", bits, const(rb, 1 << (width - 1), to)), bits)
+
+
+def _decode_ieee(rb, x, ebits, mbits, to):
+    """The float of type `to` whose bit pattern is integer x (of the same width)."""
+    width, bias = 1 + ebits + mbits, (1 << (ebits - 1)) - 1
+    b = cast(rb, x, dt.int64)  # sign-extends signed types; uint64 wraps, keeping the bits
+    sign_bit = -(1 << 63) if width == 64 else 1 << (width - 1)
+    neg = op1(rb, "Not", op1(rb, "Equal", op1(rb, "BitwiseAnd", b, _i64(rb, sign_bit)), _i64(rb, 0)))
+    u = op1(rb, "BitwiseAnd", b, _i64(rb, (1 << (width - 1)) - 1))
+    field = op1(rb, "BitShift", u, _i64(rb, mbits), direction="RIGHT")
+    m = cast(rb, op1(rb, "BitwiseAnd", u, _i64(rb, (1 << mbits) - 1)), dt.float64)
+    top = _i64(rb, (1 << ebits) - 1)
+    special, sub = op1(rb, "Equal", field, top), op1(rb, "Equal", field, _i64(rb, 0))
+    e = op1(rb, "Where", special, _i64(rb, 0), op1(rb, "Sub", field, _i64(rb, bias)))
+    one = _f64(rb, 1)
+    scale = op1(rb, "Pow", _f64(rb, 2), cast(rb, e, dt.float64))
+    v = op1(rb, "Mul", op1(rb, "Add", one, op1(rb, "Mul", m, _f64(rb, 2.0 ** -mbits))), scale)
+    v = op1(rb, "Where", sub, op1(rb, "Mul", m, _f64(rb, 2.0 ** (1 - bias - mbits))), v)
+    inf_nan = op1(rb, "Where", op1(rb, "Equal", m, _f64(rb, 0)), _f64(rb, np.inf), _f64(rb, np.nan))
+    v = op1(rb, "Where", special, inf_nan, v)
+    v = op1(rb, "Where", neg, op1(rb, "Mul", v, _f64(rb, -1)), v)
+    return cast(rb, v, to)

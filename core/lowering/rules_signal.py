@@ -143,8 +143,8 @@ def _dft_out_shape(shape, axis, n, inverse, onesided):
 
 @lowering("DFT")
 def lower_dft(rb, node, ins):
-    # A run-time axis is resolved by the output type: the axes whose transform gives the node's
-    # static output shape are the candidates, and a Where picks the one the axis value names.
+    # A run-time axis: the transform is computed along every axis it may name (only those that
+    # give the node's output shape, when that is static) and a Where picks the named one.
     x, length_in, axis_in = (list(ins) + [None, None])[:3]
     shape = static_shape(x)
     if shape is None:
@@ -159,22 +159,37 @@ def lower_dft(rb, node, ins):
         candidates = [axis % rank]
     else:
         out = static_shape(node.outputs[0])
-        if out is None:
-            return None
         candidates = [a for a in range(rank - 1)
-                      if _dft_out_shape(shape, a, n, inverse, onesided) == list(out)]
+                      if out is None or _dft_out_shape(shape, a, n, inverse, onesided) == list(out)]
     ys = [dft_along(rb, node, x, a, n, inverse, onesided) for a in candidates]
     if not ys or any(y is None for y in ys):
         return None
-    y = ys[-1]
+    y = ys[0]
     if len(ys) > 1:
-        ax = op1(rb, "Reshape", axis_in, ints(rb, []))
-        ax = op1(rb, "Where", op1(rb, "Less", ax, rb.constant(np.asarray(0, np.int64), name="c")),
-                 op1(rb, "Add", ax, rb.constant(np.asarray(rank, np.int64), name="c")), ax)
-        for a, ya in zip(candidates[:-1], ys[:-1]):
-            hit = op1(rb, "Equal", ax, rb.constant(np.asarray(a, np.int64), name="c"))
-            y = op1(rb, "Where", hit, ya, y)
+        shapes = [_dft_out_shape(shape, a, n, inverse, onesided) for a in candidates]
+        y = _select_axis(rb, axis_in, rank, candidates, ys, shapes)
     return [y if y.type.dtype == x.type.dtype else op1(rb, "Cast", y, to=x.type.dtype)]
+
+
+def _select_axis(rb, axis_in, rank, candidates, ys, shapes):
+    """ys[i] where the run-time axis names candidates[i]. Results of different shapes (one-sided
+    transforms change the axis's length) are zero-padded to a common box, selected, and cut back
+    to the selected shape by a Slice with run-time ends: the output shape is then dynamic."""
+    c64 = lambda v: rb.constant(np.asarray(v, np.int64), name="c")  # noqa: E731
+    ax = op1(rb, "Reshape", axis_in, ints(rb, []))
+    ax = op1(rb, "Where", op1(rb, "Less", ax, c64(0)), op1(rb, "Add", ax, c64(rank)), ax)
+    box = [max(dims) for dims in zip(*shapes)]
+    same = all(s == box for s in shapes)
+    if not same:
+        ys = [y if s == box else op1(rb, "Pad", y, ints(rb, [0] * rank + [b - d for b, d in zip(box, s)]))
+              for y, s in zip(ys, shapes)]
+    y, ends = ys[-1], c64(shapes[-1])
+    for a, ya, sa in zip(candidates[:-1], ys[:-1], shapes[:-1]):
+        hit = op1(rb, "Equal", ax, c64(a))
+        y = op1(rb, "Where", hit, ya, y)
+        if not same:
+            ends = op1(rb, "Where", hit, c64(sa), ends)
+    return y if same else op1(rb, "Slice", y, c64([0] * rank), ends)
 
 
 @lowering("STFT")

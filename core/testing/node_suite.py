@@ -57,9 +57,8 @@ def load_known_failures(backend: str) -> dict[str, str]:
 
 def run_case(case, backend: str = "reference", native: str | None = None) -> str | None:
     """Run one case; None on success, else a one-line failure description."""
-    import numpy as np
-
     import glow
+    import numpy as np
 
     model = case.model
     try:

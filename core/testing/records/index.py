@@ -99,3 +99,16 @@ RECORDS += [
     OpRecord("TensorScatter", [In((2, 4, 2)), In((2, 1, 2)), In((2,), "int64", low=0, high=3)],
              {"axis": 1}, name="runtime-indices"),
 ]
+
+# TopK ties (few distinct ints) must go to the lower index in both directions.
+RECORDS += [
+    OpRecord("TopK", [In((3, 4)), i64([2])], num_outputs=2, name="largest"),
+    OpRecord("TopK", [In((4, 6), "int32", low=0, high=2), i64([4])], {"largest": 0}, num_outputs=2,
+             name="smallest-ties"),
+    OpRecord("TopK", [In((5, 3), "int64", low=0, high=2), i64([5])], {"axis": 0}, num_outputs=2,
+             name="axis0-ties-all"),
+    OpRecord("TopK", [In((2, 7, 3), "float64"), i64([3])], {"axis": 1, "sorted": 0}, num_outputs=2,
+             name="3d-axis1"),
+    OpRecord("TopK", [In((3, 4), "uint64"), i64([0])], num_outputs=2, name="k0"),
+    OpRecord("TopK", [In((6,)), i64([1])], {"largest": 0}, num_outputs=2, name="1d-min"),
+]

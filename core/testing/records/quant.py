@@ -177,3 +177,39 @@ RECORDS += [
                              _s(0.03), _s(120, "uint8"), _s(0.1), _s(10, "uint8")],
              {"group": 4, "strides": [2, 2], "auto_pad": "SAME_LOWER"}, name="depthwise"),
 ]
+
+# -- BitCast ---------------------------------------------------------------------------------------
+EDGES = [0.0, -0.0, 1.0, -2.5, 0.1, np.inf, -np.inf, np.nan]  # NaN: the canonical quiet NaN
+
+
+def _edges(t):
+    info = ml_dtypes.finfo(t)
+    extra = [float(info.max), -float(info.max), float(info.tiny), float(info.smallest_subnormal),
+             -3 * float(info.smallest_subnormal), float(info.tiny) * 0.75]
+    return Const(np.array(EDGES + extra, t))
+
+
+def _bc(name, x, to):
+    return OpRecord("BitCast", [x], {"to": dt.from_name(to)}, name=name)
+
+
+RECORDS += [
+    _bc("float32-int32-edges", _edges(np.float32), "int32"),
+    _bc("float32-uint32-random", In((3, 4), low=-1e6, high=1e6), "uint32"),
+    _bc("float64-int64-edges", _edges(np.float64), "int64"),
+    _bc("float64-uint64-random", In((5,), "float64", -1e300, 1e300), "uint64"),
+    _bc("float16-int16-edges", _edges(np.float16), "int16"),
+    _bc("bfloat16-uint16-edges", _edges(ml_dtypes.bfloat16), "uint16"),
+    _bc("int32-float32", In((2, 6), "int32", -2 ** 31, 2 ** 31 - 1), "float32"),
+    _bc("uint32-float32-0d", In((), "uint32", 0, 2 ** 32 - 1), "float32"),
+    _bc("int64-float64", In((8,), "int64", -2 ** 63, 2 ** 63 - 1), "float64"),
+    _bc("uint64-float64", In((8,), "uint64", 0, 2 ** 63 - 1), "float64"),
+    _bc("int16-float16", In((4, 4), "int16", -32768, 32767), "float16"),
+    _bc("uint16-bfloat16", In((16,), "uint16", 0, 65535), "bfloat16"),
+    _bc("int8-uint8", In((2, 3), "int8", -128, 127), "uint8"),
+    _bc("uint32-int32", In((5,), "uint32", 0, 2 ** 32 - 1), "int32"),
+    _bc("bool-uint8", In((4,), "bool"), "uint8"),
+    _bc("int4-uint4", In((6,), "int4", -8, 7), "uint4"),
+    _bc("uint2-int2", In((6,), "uint2", 0, 3), "int2"),
+    _bc("empty", In((0, 2)), "int32"),
+]
