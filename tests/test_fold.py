@@ -287,3 +287,17 @@ def test_onnx_expanded_node_tests_fold_and_still_pass(name, op):
         got = run_graph(folded, {n: to_array(v) for n, v in zip(names, inputs)})
         for out, exp in zip(case.model.graph.output, expected):
             assert mismatch(to_array(exp), got[out.name], case.rtol, case.atol, out.name) is None
+
+
+def test_layer_norm_used_twice_is_not_duplicated_by_its_scale():
+    b = GraphBuilder()
+    x = b.input("x", dt.tensor(SHAPE, "float32"))
+    y = _layer_norm()(b, x)
+    scaled = b.add1("Mul", [y, _c(b, np.full(5, 2.0))], output_names=["scaled"])
+    g = b.build([b.add1("Identity", [y], output_names=["y"]), scaled])
+    folded = fold_patterns(g)
+    assert folded.op_counts().get("LayerNormalization") == 1 and folded.op_counts().get("Mul") == 1
+    feeds = {"x": np.random.default_rng(3).normal(size=SHAPE).astype(np.float32)}
+    want, got = run_graph(g, feeds), run_graph(folded, feeds)
+    for k in ("y", "scaled"):
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6)

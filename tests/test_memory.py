@@ -4,16 +4,15 @@ import json
 import subprocess
 import sys
 
+import glow
 import numpy as np
 import pytest
-from helpers import EXAMPLE_MODEL
-
-import glow
 from glow.api import optimize_for_backend
 from glow.ir import lower_to_ir
 from glow.ir.memory import Interval, MemoryPlan, check_plan, live_profile, plan_arena
 from glow.plugins import registry
 from glow.testing.models import light_models
+from helpers import EXAMPLE_MODEL
 
 
 def iv(k, size, start, end):

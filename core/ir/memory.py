@@ -10,6 +10,9 @@ tried and the smallest arena kept, stopping early when one reaches the lower bou
   max-live/time   the same moment, the longest-lived buffer
   size            all buffers, largest first
   order           program order
+  shuffled        a few seeded random orders, only when none of the above reached the bound
+                  (first-fit by any fixed rule can paint itself into a corner; a different order
+                  often finds the way around it)
 
 Each buffer goes at the lowest offset that collides with no placed buffer live at the same time.
 Offsets and sizes are multiples of 64 bytes.
@@ -17,6 +20,7 @@ Offsets and sizes are multiples of 64 bytes.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -114,11 +118,23 @@ def _in_order(intervals):
     return placed
 
 
+#: How many seeded random orders to try after the fixed strategies miss the lower bound.
+SHUFFLES = 32
+
+
+def _shuffled(intervals, seed):
+    order = list(intervals)
+    random.Random(seed).shuffle(order)
+    return _in_order(order)
+
+
 def plan_arena(intervals: list[Interval], length: int) -> tuple[dict, int, str]:
     """(offsets, arena size, strategy name) of the best strategy."""
     bound = int(live_profile(intervals, length).max()) if intervals else 0
     best = None
-    for name, strategy in STRATEGIES.items():
+    tries = list(STRATEGIES.items()) + [
+        (f"shuffled/{k}", lambda ivs, n, k=k: _shuffled(ivs, k)) for k in range(SHUFFLES)]
+    for name, strategy in tries:
         placed = strategy(intervals, length)
         size = max((off + iv.size for iv, off in placed), default=0)
         if best is None or size < best[1]:

@@ -19,10 +19,14 @@ MAX_ROUNDS = 64
 
 
 def supports_floor(node: Node) -> bool:
-    """The floor's own predicate: its ops, with Max/Min in their binary form."""
-    if node.op.name in ("Max", "Min"):
+    """The floor's own predicate: its ops, with Max/Min in their binary form and Pad in constant
+    mode (reflect/edge/wrap lower to Slice/Concat)."""
+    name = node.op.name
+    if name in ("Max", "Min"):
         return len(node.inputs) == 2
-    return node.op.name in FLOOR
+    if name == "Pad":
+        return node.attrs.get("mode", "constant") == "constant"
+    return name in FLOOR
 
 
 def lower_to_supported(graph: Graph, supports: Callable[[Node], bool], backend: str = "backend",

@@ -113,12 +113,6 @@ def _same_type(a, b) -> bool:
     return a.type == b.type
 
 
-def _other(ins, v):
-    """The input of a binary node that is not `v` (None when `v` is not one of them)."""
-    a, b = ins
-    return b if a is v else a if b is v else None
-
-
 # -- Softmax -----------------------------------------------------------------------------------------
 
 @RULES.rule("Div")
@@ -296,9 +290,9 @@ def _plain_layer_norm(v):
 @RULES.rule("Mul")
 def fold_layer_norm_scale(ctx, rb, node, ins):
     """LayerNormalization(x, 1) * S -> LayerNormalization(x, S): the same products, rounded once."""
-    for y, scale in (ins, tuple(reversed(ins))):
+    for i, (y, scale) in enumerate((ins, tuple(reversed(ins)))):
         ln = _plain_layer_norm(y)
-        if ln is not None:
+        if ln is not None and ctx.single_use(node.inputs[i]):  # else both forms would be computed
             x = ln.inputs[0]
             if _broadcasts_into(scale, x, ln.attrs["axis"] % _rank(x)):
                 out = rb.emit1("LayerNormalization", [x, scale], dict(ln.attrs))
@@ -309,9 +303,10 @@ def fold_layer_norm_scale(ctx, rb, node, ins):
 @RULES.rule("Add")
 def fold_layer_norm_bias(ctx, rb, node, ins):
     """LayerNormalization(x, scale) + B -> LayerNormalization(x, scale, B)."""
-    for y, bias in (ins, tuple(reversed(ins))):
+    for i, (y, bias) in enumerate((ins, tuple(reversed(ins)))):
         ln = producer(y, "LayerNormalization")
-        if ln is None or len(ln.outputs) != 1 or (len(ln.inputs) > 2 and ln.inputs[2] is not None):
+        if ln is None or len(ln.outputs) != 1 or (len(ln.inputs) > 2 and ln.inputs[2] is not None) \
+                or not ctx.single_use(node.inputs[i]):
             continue
         x = ln.inputs[0]
         axis = ln.attrs["axis"] % _rank(x)

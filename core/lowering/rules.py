@@ -15,6 +15,7 @@ from . import (
     rules_quant,  # noqa: F401
     rules_recurrent,  # noqa: F401
     rules_reduce,  # noqa: F401
+    rules_resize,  # noqa: F401
     rules_signal,  # noqa: F401
     rules_tensor,  # noqa: F401
 )

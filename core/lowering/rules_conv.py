@@ -21,6 +21,8 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..ops.conv import _transpose_geometry, out_extents, window_attrs
 from ._build import ints, scalar
@@ -293,3 +295,79 @@ def _interleave(rb, canvas, s, length, m):
         return concat(rb, [build(prefix + (r,)) for r in range(s[i])], 3 + 2 * i)
 
     return reshape(rb, build(()), [0, m] + [length[i] * s[i] for i in range(nsp)])
+
+
+# -- DeformConv -----------------------------------------------------------------------------------
+
+@lowering("DeformConv")
+def lower_deform_conv(rb, node, ins):
+    # Each tap samples the input N-linearly at its offset position: per interpolation corner, one
+    # Gather of input rows (N * offset_group * spatial, C / offset_group) at the corner's flat
+    # position, weighted (0 outside the input, times the mask). The sampled taps form the patch
+    # matrix of an im2col MatMul, built in chunks of kernel positions like Conv's.
+    x, w, offset, b, mask = (list(ins) + [None] * 2)[:5]
+    if not all(v is None or static(v.type.shape) for v in (x, w, offset, mask)):
+        return None
+    a = node.attrs
+    xs, ws = x.type.shape, w.type.shape
+    kernel, in_sp = list(ws[2:]), list(xs[2:])
+    nsp = len(kernel)
+    kernel, s, d, p = window_attrs(ValueError, nsp, kernel, a["strides"], a["dilations"], a["pads"])
+    out, pb, _ = out_extents(ValueError, in_sp, kernel, s, d, p, "NOTSET")
+    n, c, m, og, grp = xs[0], xs[1], ws[0], a["offset_group"], a["group"]
+    kk, pp, hw = math.prod(kernel), math.prod(out), math.prod(in_sp)
+    cog, cg, mg = c // og, c // grp, m // grp
+    x, w, offset, b, mask = widen(rb, [x, w, offset, b, mask])
+    budget = patch_budget(node, x.type.dtype, x, w, offset, node.outputs[0])
+    off = reshape(rb, offset, [n, og, kk, nsp, pp])
+    # Undeformed positions o * s - pb + k * d per axis, (kk, pp), plus the offsets.
+    kpos = np.stack(np.meshgrid(*(np.arange(k) for k in kernel), indexing="ij"), 0).reshape(nsp, kk)
+    opos = np.stack(np.meshgrid(*(np.arange(o) for o in out), indexing="ij"), 0).reshape(nsp, pp)
+    floor, frac = [], []
+    for i in range(nsp):
+        start = (opos[i] * s[i] - pb[i])[None, :] + (kpos[i] * d[i])[:, None]
+        pos = op1(rb, "Add", reshape(rb, strided(rb, off, [3], [i], [1], [1]), [n, og, kk, pp]),
+                  rb.constant(start.astype(x.type.dtype.np), name="taps"))
+        floor.append(op1(rb, "Floor", pos))
+        frac.append(op1(rb, "Sub", pos, floor[i]))
+    msk = None if mask is None else reshape(rb, mask, [n, og, kk, pp])
+    rows = op1(rb, "Transpose", reshape(rb, x, [n, og, cog, hw]), perm=[0, 1, 3, 2])
+    rows = reshape(rb, rows, [n * og * hw, cog])
+    first_row = rb.constant((np.arange(n * og, dtype=np.int64) * hw).reshape(n, og, 1, 1), name="rows")
+    w2 = reshape(rb, w, [grp, mg, cg, kk])
+    acc = None
+    for part in chunks(kk, nbytes(x) // hw * pp, budget):
+        def cut(v, part=part):
+            return strided(rb, v, [2], [part[0]], [len(part)], [1])
+
+        fl, fr = [cut(v) for v in floor], [cut(v) for v in frac]
+        terms = [_deform_corner(rb, corner, fl, fr, None if msk is None else cut(msk), in_sp, rows,
+                                first_row) for corner in itertools.product((0, 1), repeat=nsp)]
+        cols = chain(rb, "Add", terms)  # (N, og, kc, P, C/og)
+        cols = op1(rb, "Transpose", cols, perm=[0, 1, 4, 2, 3])
+        cols = reshape(rb, cols, [n, grp, cg * len(part), pp])
+        wk = w2 if len(part) == kk else strided(rb, w2, [3], [part[0]], [len(part)], [1])
+        y = op1(rb, "MatMul", reshape(rb, wk, [grp, mg, cg * len(part)]), cols)
+        acc = y if acc is None else op1(rb, "Add", acc, y)
+    y = add_bias(rb, reshape(rb, acc, [n, m, *out]), b)
+    return [narrow(rb, y, node.outputs[0].type.dtype)]
+
+
+def _deform_corner(rb, corner, floor, frac, mask, in_sp, rows, first_row):
+    """One interpolation corner's weighted samples: (N, og, kc, P, C/og)."""
+    weight, valid, flat = mask, None, None
+    for i, (f, t, size) in enumerate(zip(floor, frac, in_sp)):
+        one = scalar(rb, 1, f)
+        idx = op1(rb, "Add", f, one) if corner[i] else f
+        wi = t if corner[i] else op1(rb, "Sub", one, t)  # 1 - |pos - idx|
+        weight = wi if weight is None else op1(rb, "Mul", weight, wi)
+        inside = op1(rb, "And", op1(rb, "Not", op1(rb, "Less", idx, scalar(rb, 0, f))),
+                     op1(rb, "Less", idx, scalar(rb, size, f)))
+        valid = inside if valid is None else op1(rb, "And", valid, inside)
+        clipped = op1(rb, "Min", op1(rb, "Max", idx, scalar(rb, 0, f)), scalar(rb, size - 1, f))
+        clipped = op1(rb, "Cast", clipped, to=dt.int64)
+        flat = clipped if flat is None else op1(rb, "Add", op1(rb, "Mul", flat, ints(rb, [size])), clipped)
+    weight = op1(rb, "Where", valid, weight, scalar(rb, 0, weight))
+    sample = op1(rb, "Gather", rows, op1(rb, "Add", flat, first_row), axis=0)
+    shape = weight.type.shape
+    return op1(rb, "Mul", sample, reshape(rb, weight, [*shape, 1]))

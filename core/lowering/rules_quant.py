@@ -1,5 +1,5 @@
-"""Lowering rules for casts and linear quantization: CastLike, QuantizeLinear, DequantizeLinear,
-DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv.
+"""Lowering rules for casts and linear quantization: CastLike, BitCast, QuantizeLinear,
+DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv.
 
 The rules follow the op references in ops/quant.py and ops/conv.py step by step, in the same
 precisions, so results agree bit for bit: integer zero points are subtracted exactly (int32, or

@@ -13,9 +13,12 @@ the compute type: float64 for float64 signals, float32 otherwise (as the referen
 A dense DFT matrix costs O(n^2) memory, so a rule only fires while the matrix stays within the
 driver's 16x budget of the node's largest input or output (batched or short transforms).
 
-Windows and MelWeightMatrix depend only on their (small) scalar inputs: when those are known the
-output is a constant; with run-time sizes the output's length is data-dependent and stays
-unlowered.
+Windows and MelWeightMatrix depend only on their scalar inputs: when those are known the output
+is a constant. With run-time sizes the output's shape is a run-time value too; the rules then
+compute the reference's formula over run-time index ramps (`dynamic_iota`: Expand to the run-time
+length and a log-step prefix sum), so the lowered graph has dynamic shapes. STFT and DFT with a
+run-time frame or transform length stay unlowered: the DFT matrix would be built at run time with
+a size no compile-time check can bound.
 """
 
 from __future__ import annotations
@@ -133,6 +136,15 @@ def dft_along(rb, node, x, axis, n, inverse, onesided):
     return y
 
 
+def _valid(shape, axis, n, inverse, onesided) -> bool:
+    """Whether a transform along `axis` is well-defined (an IRFFT of one bin has length 0)."""
+    try:
+        _dft_lengths(shape[axis], n, inverse, onesided, ValueError)
+    except ValueError:
+        return False
+    return True
+
+
 def _dft_out_shape(shape, axis, n, inverse, onesided):
     n, out_len = _dft_lengths(shape[axis], n, inverse, onesided, ValueError)
     out = list(shape)
@@ -160,7 +172,8 @@ def lower_dft(rb, node, ins):
     else:
         out = static_shape(node.outputs[0])
         candidates = [a for a in range(rank - 1)
-                      if out is None or _dft_out_shape(shape, a, n, inverse, onesided) == list(out)]
+                      if _valid(shape, a, n, inverse, onesided)
+                      and (out is None or _dft_out_shape(shape, a, n, inverse, onesided) == list(out))]
     ys = [dft_along(rb, node, x, a, n, inverse, onesided) for a in candidates]
     if not ys or any(y is None for y in ys):
         return None
@@ -239,21 +252,107 @@ def constant_output(rb, node, ins):
     return [rb.constant(np.asarray(value, dtype=out.type.dtype.np), name="c")]
 
 
-@lowering("HannWindow")
-def lower_hann_window(rb, node, ins):
-    return constant_output(rb, node, ins)
+#: Cosine-sum coefficients a_k of the windows (as ops/signal.py declares them).
+WINDOW_COEFFS = {"HannWindow": (0.5, 0.5), "HammingWindow": (25 / 46, 21 / 46),
+                 "BlackmanWindow": (0.42, 0.5, 0.08)}
+#: Scan steps of `dynamic_iota`: lengths up to 2^40 (no tensor that long can be allocated).
+IOTA_STEPS = 40
 
 
-@lowering("HammingWindow")
-def lower_hamming_window(rb, node, ins):
-    return constant_output(rb, node, ins)
+def dynamic_iota(rb, n):
+    """0, 1, ..., n - 1 (int64) for a run-time 0-d int64 n: a prefix sum of n ones (Expand to
+    the run-time shape), by log-steps that add the sum shifted by 2^k (a Pad of [s, -s], clamped
+    to n). Every step is an elementwise pass over n values."""
+    n1 = op1(rb, "Reshape", n, ints(rb, [1]))
+    x = op1(rb, "Expand", rb.constant(np.asarray(1, np.int64), name="c"), n1)
+    for k in range(IOTA_STEPS):
+        s = op1(rb, "Min", n1, ints(rb, [1 << k]))
+        shifted = op1(rb, "Pad", x, op1(rb, "Mul", s, ints(rb, [1, -1])))
+        x = op1(rb, "Add", x, shifted)
+    return op1(rb, "Sub", x, rb.constant(np.asarray(1, np.int64), name="c"))
 
 
-@lowering("BlackmanWindow")
-def lower_blackman_window(rb, node, ins):
-    return constant_output(rb, node, ins)
+def _window_rule(name):
+    def rule(rb, node, ins):
+        known = constant_output(rb, node, ins)
+        return known if known is not None else [_runtime_window(rb, node, ins[0], WINDOW_COEFFS[name])]
+
+    rule.__name__ = f"lower_{name.lower()}"
+    return lowering(name)(rule)
+
+
+def _runtime_window(rb, node, size, coeffs):
+    """sum_k (-1)^k a_k cos(k 2 pi j / N) over j = 0..size-1 (N = size, or size - 1 when
+    symmetric), in float64 as the reference; the length is a run-time value, so is the shape."""
+    f64, i64 = dt.float64, dt.int64
+    c = lambda v, t=f64: rb.constant(np.asarray(v, t.np), name="c")  # noqa: E731
+    periodic, out = node.attrs["periodic"], node.attrs["output_datatype"]
+    n = op1(rb, "Reshape", op1(rb, "Cast", size, to=i64), ints(rb, []))
+    j = op1(rb, "Cast", dynamic_iota(rb, n), to=f64)
+    big_n = n if periodic else op1(rb, "Sub", n, c(1, i64))
+    theta = op1(rb, "Div", op1(rb, "Mul", j, c(2 * math.pi)),
+                op1(rb, "Cast", op1(rb, "Max", big_n, c(1, i64)), to=f64))
+    w = c(0.0)
+    for k, a in enumerate(coeffs):
+        term = op1(rb, "Mul", c((-1) ** k * a), op1(rb, "Cos", op1(rb, "Mul", c(float(k)), theta)))
+        w = op1(rb, "Add", w, term)
+    if not periodic:  # one symmetric sample: the window's centre, 1
+        w = op1(rb, "Where", op1(rb, "Equal", n, c(1, i64)), c(1.0), w)
+    if not out.is_float:  # the reference rounds to 9 decimals first (1 - 1e-16 must not give 0)
+        w = op1(rb, "Div", op1(rb, "Round", op1(rb, "Mul", w, c(1e9))), c(1e9))
+    return op1(rb, "Cast", w, to=out)
+
+
+lower_hann_window = _window_rule("HannWindow")
+lower_hamming_window = _window_rule("HammingWindow")
+lower_blackman_window = _window_rule("BlackmanWindow")
 
 
 @lowering("MelWeightMatrix")
 def lower_mel_weight_matrix(rb, node, ins):
-    return constant_output(rb, node, ins)
+    known = constant_output(rb, node, ins)
+    return known if known is not None else [_runtime_mel(rb, node, ins)]
+
+
+def _runtime_mel(rb, node, ins):
+    """The triangular filterbank from run-time sizes (ops/signal `_mel_ref`, vectorised): band
+    edges from num_mel_bins + 2 points equally spaced in mel, floored to spectrogram bins; column
+    i rises from edge i to edge i + 1 and falls to edge i + 2 (a band whose first two edges meet
+    is 1 at that bin). Shapes follow the run-time sizes."""
+    f64, i64 = dt.float64, dt.int64
+    c = lambda v, t=f64: rb.constant(np.asarray(v, t.np), name="c")  # noqa: E731
+    mels, n_dft, rate, lo, hi = [op1(rb, "Reshape", op1(rb, "Cast", v, to=t), ints(rb, []))
+                                 for v, t in zip(ins, (i64, i64, f64, f64, f64))]
+
+    def to_mel(f):  # 2595 log10(1 + f / 700)
+        return op1(rb, "Mul", c(2595 / math.log(10)),
+                   op1(rb, "Log", op1(rb, "Add", c(1.0), op1(rb, "Div", f, c(700.0)))))
+
+    lo_mel = to_mel(lo)
+    count = op1(rb, "Add", mels, c(2, i64))
+    step = op1(rb, "Div", op1(rb, "Sub", to_mel(hi), lo_mel), op1(rb, "Cast", count, to=f64))
+    points = op1(rb, "Add", op1(rb, "Mul", op1(rb, "Cast", dynamic_iota(rb, count), to=f64), step), lo_mel)
+    hz = op1(rb, "Mul", c(700.0), op1(rb, "Sub", op1(rb, "Pow", c(10.0), op1(rb, "Div", points, c(2595.0))),
+                                      c(1.0)))
+    scaled = op1(rb, "Div", op1(rb, "Mul", op1(rb, "Cast", op1(rb, "Add", n_dft, c(1, i64)), to=f64), hz), rate)
+    edge = op1(rb, "Floor", scaled)  # float64 integers: every edge comparison below is exact
+
+    def edges(first):  # edge[first : first + mels] as a [1, mels] row
+        end = op1(rb, "Reshape", op1(rb, "Add", mels, c(first, i64)), ints(rb, [1]))
+        return op1(rb, "Reshape", op1(rb, "Slice", edge, ints(rb, [first]), end), ints(rb, [1, -1]))
+
+    left, center, right = edges(0), edges(1), edges(2)
+    bins = op1(rb, "Add", op1(rb, "Div", n_dft, c(2, i64)), c(1, i64))
+    j = op1(rb, "Reshape", op1(rb, "Cast", dynamic_iota(rb, bins), to=f64), ints(rb, [-1, 1]))
+    flat = op1(rb, "Equal", center, left)
+    rise = op1(rb, "Div", op1(rb, "Sub", j, left),
+               op1(rb, "Where", flat, c(1.0), op1(rb, "Sub", center, left)))
+    rise = op1(rb, "Where", flat, c(1.0), rise)
+    in_rise = op1(rb, "And", op1(rb, "Not", op1(rb, "Less", j, left)),
+                  op1(rb, "Not", op1(rb, "Greater", j, center)))
+    in_rise = op1(rb, "Where", flat, op1(rb, "Equal", j, center), in_rise)
+    fall = op1(rb, "Div", op1(rb, "Sub", right, j),
+               op1(rb, "Max", op1(rb, "Sub", right, center), c(1.0)))
+    in_fall = op1(rb, "And", op1(rb, "Not", op1(rb, "Less", j, center)), op1(rb, "Less", j, right))
+    out = op1(rb, "Where", in_fall, fall, op1(rb, "Where", in_rise, rise, c(0.0)))
+    return op1(rb, "Cast", out, to=node.attrs["output_datatype"])

@@ -103,17 +103,12 @@ def _groups(graph: Graph, requests) -> list[tuple]:
     for ms in members.values():
         root, head = ms[-1], None
         if act is not None:
-            ins = {id(v) for m in ms for v in m.all_inputs}
-            for m in ms:
-                for v in m.all_inputs:
-                    p = v.node
-                    if (p is not None and p.op.name in act.producers and len(p.outputs) == 1
-                            and sole_reader(v) is m and p.op.pure and not p.captures
-                            and v.type == root.outputs[0].type and id(v) in ins):
-                        head = p
-                        break
-                if head is not None:
-                    break
+            # The producer of one of the chain's inputs, if the chain is its only reader and it
+            # computes a result of the chain's shape (so the epilogue runs on its accumulator).
+            head = next((v.node for m in ms for v in m.all_inputs
+                         if v.node is not None and v.node.op.name in act.producers
+                         and len(v.node.outputs) == 1 and v.node.op.pure and not v.node.captures
+                         and sole_reader(v) is m and v.type == root.outputs[0].type), None)
         if head is not None or len(ms) > 1:
             out.append((head, ms))
     return out

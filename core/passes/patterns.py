@@ -18,6 +18,7 @@ import numpy as np
 
 from ..graph import Graph, Node, Value
 from ..rewrite import rebuild
+from .dce import eliminate_dead_code
 
 
 class Context:
@@ -116,8 +117,6 @@ class Rules:
 
     def apply(self, graph: Graph, max_rounds: int = 16) -> Graph:
         """Apply the rules until nothing changes; returns `graph` itself when nothing applied."""
-        from .dce import eliminate_dead_code
-
         out = graph
         for _ in range(max_rounds):
             new, changed = self.apply_once(out)

@@ -17,7 +17,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..irutil import I64, VEC, KernelBuilder, vec
-from .gemm import MR, NR, Epilogue, emit_tile, pack_b, split_range
+from .gemm import MR, NR, Epilogue, emit_tile, masked_store, pack_b, split_range
 
 
 @dataclass(frozen=True)
@@ -67,13 +67,25 @@ def pack_conv_weights(w: np.ndarray, g: ConvGeometry) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def emit_conv(module: ir.Module, name: str, g: ConvGeometry, *, has_bias: bool = False,
-              activation: str | None = None, clip=(0.0, 6.0)) -> ir.Function:
-    """`void name(float* in_padded, float* packed_w, float* out, float* bias, i64 tid, i64 nth)`."""
+def conv_epilogue(has_bias=False, activation=None, clip=(0.0, 6.0)):
+    """An epilogue builder for `emit_conv` from the old flags (bias pointer, relu/clip)."""
+    return lambda kb, bias, extras: Epilogue(bias if has_bias else None, activation=activation, clip=clip)
+
+
+def emit_conv(module: ir.Module, name: str, g: ConvGeometry, epilogue=None, extra_args: int = 0, *,
+              has_bias: bool = False, activation: str | None = None, clip=(0.0, 6.0),
+              internal: bool = False) -> ir.Function:
+    """`void name(float* in_padded, float* packed_w, float* out, float* bias, ptr extra...,
+    i64 tid, i64 nth)`; `epilogue(kb, bias, extras) -> Epilogue` (default: from the flags)."""
+    epilogue = epilogue or conv_epilogue(has_bias, activation, clip)
+    kb = KernelBuilder(module, name, [ir.PointerType()] * (4 + extra_args) + [I64, I64], internal=internal)
+    inp, wp, out, bias = kb.args[:4]
+    extras = kb.args[4:4 + extra_args]
+    tid, nth = kb.args[4 + extra_args:]
+    epi = epilogue(kb, bias, extras)
     if g.depthwise:
-        return _emit_depthwise(module, name, g, has_bias, activation, clip)
-    kb = KernelBuilder(module, name, [ir.PointerType()] * 4 + [I64, I64])
-    inp, wp, out, bias, tid, nth = kb.args
+        _emit_depthwise(kb, g, inp, wp, out, tid, nth, epi)
+        return kb.finish()
     b = kb.b
     P = g.n * g.ho * g.wo
     K = g.kh * g.kw * g.cin_g
@@ -100,7 +112,7 @@ def emit_conv(module: ir.Module, name: str, g: ConvGeometry, *, has_bias: bool =
         rows = [b.add(row_offset(p), kb.i64(grp * g.cin_g)) for p in ps]
         crow = [b.mul(p, kb.i64(g.cout)) for p in ps]
         col0 = b.add(b.mul(panel, kb.i64(NR)), kb.i64(grp * g.cout_g))
-        wgrp = kb.ptr(wp, grp * group_size)
+        b_base = b.add(kb.i64(grp * group_size), b.mul(panel, kb.i64(K * NR)))
 
         def segs(emit):
             with kb.loop(0, g.kh, name="dy") as dy:
@@ -109,15 +121,15 @@ def emit_conv(module: ir.Module, name: str, g: ConvGeometry, *, has_bias: bool =
                     a_tap = b.mul(tap, kb.i64(g.cin))
                     k_tap = b.mul(b.add(b.mul(dy, kb.i64(g.kw)), dx), kb.i64(g.cin_g))
                     with kb.loop(0, g.cin_g, name="c") as c:
-                        emit(b.add(a_tap, c), b.add(k_tap, c), K * NR)
-
-        epi = Epilogue(bias if has_bias else None, activation, clip)
+                        emit(b.add(a_tap, c), b.add(k_tap, c))
 
         def run(n_valid):
-            emit_tile(kb, mr, inp, rows, wgrp, panel, segs, out, crow, col0, n_valid, epi)
+            emit_tile(kb, mr, inp, rows, wp, b_base, segs, out, crow, col0, n_valid, epi)
 
         if last_valid == NR:
             run(None)
+        elif npanels == 1:
+            run(last_valid)
         else:
             with b.if_else(b.icmp_signed("==", panel, kb.i64(npanels - 1))) as (then, other):
                 with then:
@@ -137,15 +149,12 @@ def emit_conv(module: ir.Module, name: str, g: ConvGeometry, *, has_bias: bool =
     return kb.finish()
 
 
-def _emit_depthwise(module, name, g: ConvGeometry, has_bias, activation, clip):
+def _emit_depthwise(kb, g: ConvGeometry, inp, wp, out, tid, nth, epi: Epilogue):
     """out[p, c] = sum over taps of in[p + tap, c] * w[tap, c]: vectors of 16 channels."""
-    kb = KernelBuilder(module, name, [ir.PointerType()] * 4 + [I64, I64])
-    inp, wp, out, bias, tid, nth = kb.args
     b = kb.b
     C = g.cin
     P = g.n * g.ho * g.wo
     lo, hi = split_range(kb, P, tid, nth)
-    epi = Epilogue(bias if has_bias else None, activation, clip)
     chunks = [(c0, min(VEC, C - c0)) for c0 in range(0, C, VEC)]
     with kb.loop(lo, hi, name="p") as p:
         n_ = b.udiv(p, kb.i64(g.ho * g.wo))
@@ -164,9 +173,7 @@ def _emit_depthwise(module, name, g: ConvGeometry, has_bias, activation, clip):
                     x = _load_lanes(kb, inp, b.add(b.add(base, kb.i64(off)), c0), C, c0, chunks)
                     w = _load_lanes(kb, wp, b.add(kb.i64((dy * g.kw + dx) * C), c0), C, c0, chunks)
                     b.store(kb.fma(x, w, b.load(acc)), acc)
-            val = b.load(acc)
-            _store_lanes(kb, epi, val, out, b.add(b.mul(p, kb.i64(C)), c0), c0, C)
-    return kb.finish()
+            _store_lanes(kb, epi, b.load(acc), out, b.add(b.mul(p, kb.i64(C)), c0), c0, C)
 
 
 def _lane_mask(kb, c0, total):
@@ -187,14 +194,9 @@ def _load_lanes(kb, base, offset, total, c0, chunks):
 
 
 def _store_lanes(kb, epi: Epilogue, val, out, offset, c0, total):
-    b = kb.b
-    if epi.bias is not None:
-        bias = _load_lanes(kb, epi.bias, c0, total, c0, None)
-        val = b.fadd(val, bias)
-    val = Epilogue(None, epi.activation, epi.clip).apply(kb, val, c0)
-    if total % VEC == 0:
-        b.store(val, kb.ptr(out, offset), align=4)
-        return
-    st = kb.intrinsic("llvm.masked.store.v16f32.p0", ir.VoidType(),
-                      [vec(), ir.PointerType(), ir.IntType(32), ir.VectorType(ir.IntType(1), VEC)])
-    b.call(st, [val, kb.ptr(out, offset), ir.Constant(ir.IntType(32), 4), _lane_mask(kb, c0, total)])
+    mask = None if total % VEC == 0 else _lane_mask(kb, c0, total)
+    val = epi.apply(kb, val, c0, offset, mask)
+    if mask is None:
+        kb.b.store(val, kb.ptr(out, offset), align=4)
+    else:
+        masked_store(kb, val, kb.ptr(out, offset), mask)

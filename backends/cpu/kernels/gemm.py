@@ -1,24 +1,29 @@
-"""Register-blocked GEMM micro-kernels on packed operands (AVX-512).
+"""Register-blocked GEMM micro-kernels (AVX-512) and a batched GEMM driver.
 
-C[M, N] = A[M, K] @ B[K, N] (+ bias[N]) (+ activation), with B packed at compile time into panels
-of NR = 16 * NV columns: Bp[N/NR][K][NR] (zero-padded). A tile of MR rows x NR columns keeps its
-MR * NV accumulators in zmm registers; each k step broadcasts MR scalars of A and issues MR * NV
-FMAs on NV vector loads of B. With MR = 14 and NV = 2 that is 28 accumulators: all 32 zmm
-registers busy and enough independent FMAs to cover their latency (measured 215-250 GFLOP/s on
-one Zen 5 core, against 120 for numpy's AVX2 BLAS here).
+C[M, N] = A[M, K] @ B[K, N] (+ bias[N]) (+ elementwise epilogue). B is read in panels of
+NR = 16 * NV columns, either packed at compile time (Bp[N/NR][K][NR], zero-padded: each panel one
+contiguous stream) or straight from a row-major runtime tensor (row k of a panel at k * ldb, the
+last panel read with masked loads). A tile of MR rows x NR columns keeps its MR * NV accumulators
+in zmm registers; each k step broadcasts MR scalars of A and issues MR * NV FMAs on NV vector loads
+of B. With MR = 14 and NV = 2 that is 28 accumulators: all 32 zmm registers busy and enough
+independent FMAs to cover their latency (215-250 GFLOP/s on one Zen 5 core).
 
-The same tile serves convolutions (NHWC implicit GEMM): rows are output pixels, and a row's A
-elements are read from the (padded) input at offsets the caller supplies per kernel position.
+The same tile serves convolutions (NHWC implicit GEMM, conv.py): rows are output pixels, and a
+row's A elements are read from the (padded) input at offsets the caller supplies per kernel tap.
+
+A finished tile goes through its `Epilogue` before the store: + bias[col], then the instruction's
+elementwise expression (the accumulator is leaf -1; other leaves are tensors read at the same
+element, a row vector read at the column, or a scalar), evaluated on the vector in registers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import llvmlite.ir as ir
 import numpy as np
 
-from ..irutil import F32, I64, VEC, KernelBuilder, vec
+from ..irutil import F32, I1, I32, I64, PTR, VEC, KernelBuilder, vec
 
 MR = 14
 NV = 2
@@ -34,152 +39,260 @@ def pack_b(b: np.ndarray, nr: int = NR) -> np.ndarray:
     return np.ascontiguousarray(padded.reshape(k, np_, nr).transpose(1, 0, 2))
 
 
+def lane_mask(count: int) -> ir.Constant:
+    """<16 x i1> with the first `count` lanes on."""
+    return ir.Constant(ir.VectorType(I1, VEC), [1 if i < count else 0 for i in range(VEC)])
+
+
+def masked_load(kb: KernelBuilder, ptr, mask):
+    f = kb.intrinsic("llvm.masked.load.v16f32.p0", vec(), [PTR, I32, mask.type, vec()])
+    return kb.b.call(f, [ptr, ir.Constant(I32, 4), mask, ir.Constant(vec(), [0.0] * VEC)])
+
+
+def masked_store(kb: KernelBuilder, value, ptr, mask):
+    f = kb.intrinsic("llvm.masked.store.v16f32.p0", ir.VoidType(), [vec(), PTR, I32, mask.type])
+    kb.b.call(f, [value, ptr, ir.Constant(I32, 4), mask])
+
+
+def load_vec(kb: KernelBuilder, ptr, mask=None):
+    return kb.b.load(ptr, typ=vec(), align=4) if mask is None else masked_load(kb, ptr, mask)
+
+
+def _vcall(kb, name, *args):
+    return kb.b.call(kb.intrinsic(f"llvm.{name}.v16f32", vec(), [vec()] * len(args)), list(args))
+
+
+# Where an epilogue leaf is read, relative to the tile's output element (row, col):
+FULL, ROW, SCALAR = "full", "row", "scalar"  # C's own offset | the column | element 0
+
+
+def leaf_kind(shape, out_rows: int, out_cols: int) -> str | None:
+    """How a float32 operand of `shape` broadcasts against a [rows, cols] result, or None."""
+    numel = int(np.prod(shape)) if len(shape) else 1
+    if numel == 1:
+        return SCALAR
+    if numel == out_rows * out_cols and shape[-1] == out_cols:
+        return FULL
+    if numel == out_cols and shape[-1] == out_cols:
+        return ROW
+    return None
+
+
 @dataclass
 class Epilogue:
-    """What happens to a finished tile: + bias[col], then an activation (relu / clip)."""
+    """What happens to a finished tile before the store.
 
-    bias: object = None  # pointer value to N floats, or None
-    activation: str | None = None  # None | "relu" | "clip"
+    bias: pointer to N floats (by column) or None. expr: an elementwise `Expr` whose leaf -1 is the
+    accumulator; leaves: {arg: (pointer value, FULL | ROW | SCALAR)} for the tensors it reads.
+    activation: "relu" | "clip" (with `clip` bounds) for callers without an expression.
+    """
+
+    bias: object = None
+    expr: object = None
+    leaves: dict = field(default_factory=dict)
+    activation: str | None = None
     clip: tuple[float, float] = (0.0, 6.0)
 
-    def apply(self, kb: KernelBuilder, v, col):
+    def apply(self, kb: KernelBuilder, v, col, c_off, mask=None):
         b = kb.b
         if self.bias is not None:
-            bv = b.load(kb.ptr(self.bias, col), typ=vec(), align=4)
-            v = b.fadd(v, bv)
+            v = b.fadd(v, load_vec(kb, kb.ptr(self.bias, col), mask))
+        if self.expr is not None:
+            from .ewops import Lanes
+            from .elementwise import evaluate
+
+            values = {}
+            for arg, (ptr, kind) in self.leaves.items():
+                if kind == SCALAR:
+                    values[arg] = kb.splat(b.load(ptr, typ=F32, align=4))
+                else:
+                    values[arg] = load_vec(kb, kb.ptr(ptr, c_off if kind == FULL else col), mask)
+            n = max(values, default=-1) + 1
+            v = evaluate(Lanes(kb, VEC), self.expr, [values.get(k) for k in range(n)], v)
         if self.activation == "relu":
-            v = _vmax(kb, v, ir.Constant(vec(), [0.0] * VEC))
+            v = _vcall(kb, "maxnum", v, ir.Constant(vec(), [0.0] * VEC))
         elif self.activation == "clip":
-            v = _vmax(kb, v, ir.Constant(vec(), [self.clip[0]] * VEC))
-            v = _vmin(kb, v, ir.Constant(vec(), [self.clip[1]] * VEC))
+            v = _vcall(kb, "maxnum", v, ir.Constant(vec(), [self.clip[0]] * VEC))
+            v = _vcall(kb, "minnum", v, ir.Constant(vec(), [self.clip[1]] * VEC))
         return v
 
 
-def _vmax(kb, a, b):
-    f = kb.intrinsic("llvm.maxnum.v16f32", vec(), [vec(), vec()])
-    return kb.b.call(f, [a, b])
-
-
-def _vmin(kb, a, b):
-    f = kb.intrinsic("llvm.minnum.v16f32", vec(), [vec(), vec()])
-    return kb.b.call(f, [a, b])
-
-
-def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, bp_ptr, panel, k_segments,
-              c_ptr, c_offsets: list, col0, n_valid: int | None, epilogue: Epilogue, nv: int = NV):
-    """One MR x NR tile.
+def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_base, k_segments,
+              c_ptr, c_offsets: list, col0, n_valid: int | None, epilogue: Epilogue, *,
+              k_stride: int = NR, b_masked: bool = False, nv: int = NV):
+    """One mr x (16 nv) tile of C.
 
     row_offsets[r]: i64 element offset of row r's A data; c_offsets[r]: of row r's C data.
+    B element (k, j) of this panel is at b_base + k * k_stride + j.
     k_segments(emit): calls emit(a_off, b_k) inside the caller's loops for every k, where a_off is
-    the element offset added to each row's A offset and b_k the k index into the packed panel.
-    n_valid: columns of this panel that exist in C (None: all NR); the rest are not stored.
+    the element offset added to each row's A offset and b_k the k index into the panel.
+    n_valid: columns of this panel that exist in C (None: all); the rest are neither computed
+    nor stored, and with `b_masked` not read from B either (B is a runtime tensor, not a panel).
     """
     b = kb.b
-    nr = nv * VEC
-    accs = [[kb.var(vec(), ir.Constant(vec(), [0.0] * VEC)) for _ in range(nv)] for _ in range(mr)]
+    live = nv if n_valid is None else min(nv, -(-n_valid // VEC))
+    masks = [None if n_valid is None or (v + 1) * VEC <= n_valid else lane_mask(n_valid - v * VEC)
+             for v in range(live)]
+    accs = [[kb.var(vec(), ir.Constant(vec(), [0.0] * VEC)) for _ in range(live)] for _ in range(mr)]
 
-    def body(a_off, b_k, b_panel_stride):
-        bbase = b.add(b.mul(panel, kb.i64(b_panel_stride)), b.mul(b_k, kb.i64(nr)))
-        bvs = [b.load(kb.ptr(bp_ptr, b.add(bbase, kb.i64(v * VEC))), typ=vec(), align=4) for v in range(nv)]
+    def body(a_off, b_k):
+        base = b.add(b_base, b.mul(b_k, kb.i64(k_stride)))
+        bvs = [load_vec(kb, kb.ptr(b_ptr, b.add(base, kb.i64(v * VEC))), masks[v] if b_masked else None)
+               for v in range(live)]
         for r in range(mr):
             a = b.load(kb.ptr(a_ptr, b.add(row_offsets[r], a_off)), typ=F32, align=4)
             av = kb.splat(a)
-            for v in range(nv):
+            for v in range(live):
                 slot = accs[r][v]
                 b.store(kb.fma(av, bvs[v], b.load(slot)), slot)
 
     k_segments(body)
     for r in range(mr):
-        for v in range(nv):
-            cols = v * VEC
-            if n_valid is not None and cols >= n_valid:
-                continue
-            col = b.add(col0, kb.i64(cols))
-            val = epilogue.apply(kb, b.load(accs[r][v]), col) if (n_valid is None or cols + VEC <= n_valid) \
-                else None
-            dst = kb.ptr(c_ptr, b.add(c_offsets[r], col))
-            if val is not None:
-                b.store(val, dst, align=4)
+        for v in range(live):
+            col = b.add(col0, kb.i64(v * VEC))
+            off = b.add(c_offsets[r], col)
+            val = epilogue.apply(kb, b.load(accs[r][v]), col, off, masks[v])
+            if masks[v] is None:
+                b.store(val, kb.ptr(c_ptr, off), align=4)
             else:
-                _store_partial(kb, epilogue, b.load(accs[r][v]), c_ptr, b.add(c_offsets[r], col), col,
-                               n_valid - cols)
+                masked_store(kb, val, kb.ptr(c_ptr, off), masks[v])
 
 
-def _store_partial(kb, epilogue: Epilogue, v, c_ptr, offset, col, count: int):
-    """Store the first `count` lanes only (the panel's zero padding must not reach C)."""
-    b = kb.b
-    mask = ir.Constant(ir.VectorType(ir.IntType(1), VEC), [1 if i < count else 0 for i in range(VEC)])
-    if epilogue.bias is not None:
-        f = kb.intrinsic("llvm.masked.load.v16f32.p0", vec(), [ir.PointerType(), ir.IntType(32),
-                                                                mask.type, vec()])
-        bias = b.call(f, [kb.ptr(epilogue.bias, col), ir.Constant(ir.IntType(32), 4), mask,
-                          ir.Constant(vec(), [0.0] * VEC)])
-        v = b.fadd(v, bias)
-    v = Epilogue(None, epilogue.activation, epilogue.clip).apply(kb, v, col)
-    st = kb.intrinsic("llvm.masked.store.v16f32.p0", ir.VoidType(),
-                      [vec(), ir.PointerType(), ir.IntType(32), mask.type])
-    b.call(st, [v, kb.ptr(c_ptr, offset), ir.Constant(ir.IntType(32), 4), mask])
-
-
-def split_range(kb: KernelBuilder, total: int, tid, nthreads):
+def split_range(kb: KernelBuilder, total, tid, nthreads):
     """[lo, hi) of `total` items for thread `tid` of `nthreads` (i64 values)."""
     b = kb.b
-    t = kb.i64(total)
+    t = kb.i64(total) if isinstance(total, int) else total
     lo = b.sdiv(b.mul(t, tid), nthreads)
     hi = b.sdiv(b.mul(t, b.add(tid, kb.i64(1))), nthreads)
     return lo, hi
 
 
-def emit_gemm(module: ir.Module, name: str, M: int, N: int, K: int, *, lda: int | None = None,
-              ldc: int | None = None, has_bias: bool = False, activation: str | None = None,
-              clip=(0.0, 6.0), kc: int = 256) -> ir.Function:
-    """`void name(float* A, float* Bp, float* C, float* bias, i64 tid, i64 nthreads)`.
+@dataclass(frozen=True)
+class GemmShape:
+    """C[batch][M, N] = A[batch][M, K] @ B[batch][K, N], every operand row-major.
 
-    Threads split the column panels when there are enough of them, else the row tiles.
+    batch: the output batch dims; a_batch / b_batch: per output batch dim, the stride of A / B (0
+    where broadcast): in elements, except for packed B, in whole packed batches. packed: B is
+    packed panels (per batch, `pack_b` layout), else a row-major [K, N] runtime tensor per batch
+    with row stride `ldb`.
     """
-    lda = K if lda is None else lda
-    ldc = N if ldc is None else ldc
-    kb = KernelBuilder(module, name, [ir.PointerType()] * 4 + [I64, I64])
-    A, Bp, C, bias, tid, nth = kb.args
-    b = kb.b
-    npanels = -(-N // NR)
-    split_cols = npanels >= 4 or M <= MR
-    p_lo, p_hi = split_range(kb, npanels, tid, nth) if split_cols else (kb.i64(0), kb.i64(npanels))
-    tiles = -(-M // MR)
-    t_lo, t_hi = (kb.i64(0), kb.i64(tiles)) if split_cols else split_range(kb, tiles, tid, nth)
-    epi = Epilogue(bias if has_bias else None, activation, clip)
-    last_valid = N - (npanels - 1) * NR
 
-    def tile(panel, t, mr):
-        i0 = b.mul(t, kb.i64(MR))
-        rows = [b.mul(b.add(i0, kb.i64(r)), kb.i64(lda)) for r in range(mr)]
-        crow = [b.mul(b.add(i0, kb.i64(r)), kb.i64(ldc)) for r in range(mr)]
+    M: int
+    N: int
+    K: int
+    batch: tuple = ()
+    a_batch: tuple = ()
+    b_batch: tuple = ()
+    lda: int | None = None
+    ldb: int | None = None
+    packed: bool = True
+
+    @property
+    def batches(self) -> int:
+        return int(np.prod(self.batch, dtype=np.int64)) if self.batch else 1
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batches * self.M * self.N * self.K
+
+
+def packed_batch_stride(s: GemmShape) -> int:
+    """Floats per batch of packed B."""
+    return -(-s.N // NR) * s.K * NR
+
+
+def emit_gemm(module: ir.Module, name: str, s: GemmShape, epilogue=None, extra_args: int = 0,
+              internal: bool = False) -> ir.Function:
+    """`void name(float* A, float* B, float* C, float* bias, ptr extra..., i64 tid, i64 nthreads)`.
+
+    `epilogue(kb, bias, extras) -> Epilogue` builds the tile epilogue from the kernel's arguments.
+    Work items are (batch, panel, row tile), batch-major then panel-major, so a thread's share
+    keeps one B panel hot in L2 while it streams row tiles of A; threads take equal contiguous
+    shares of the items.
+    """
+    lda = s.K if s.lda is None else s.lda
+    ldb = s.N if s.ldb is None else s.ldb
+    kb = KernelBuilder(module, name, [PTR] * (4 + extra_args) + [I64, I64], internal=internal)
+    A, B, C, bias = kb.args[:4]
+    extras = kb.args[4:4 + extra_args]
+    tid, nth = kb.args[4 + extra_args:]
+    b = kb.b
+    epi = epilogue(kb, bias, extras) if epilogue is not None else Epilogue()
+    npanels = -(-s.N // NR)
+    tiles = -(-s.M // MR)
+    full_tiles = s.M // MR
+    last_valid = s.N - (npanels - 1) * NR
+    per_batch = npanels * tiles
+    lo, hi = split_range(kb, s.batches * per_batch, tid, nth)
+    b_stride = packed_batch_stride(s)
+
+    with kb.loop(lo, hi, name="item") as item:
+        bi = b.sdiv(item, kb.i64(per_batch))
+        rem = b.srem(item, kb.i64(per_batch))
+        panel = b.sdiv(rem, kb.i64(tiles))
+        t = b.srem(rem, kb.i64(tiles))
+        a_base, b_base = kb.i64(0), kb.i64(0)
+        if s.batch:
+            a_base, b_base = _batch_offsets(kb, bi, s.batch, s.a_batch, s.b_batch)
+            if s.packed:
+                b_base = b.mul(b_base, kb.i64(b_stride))
+        c_base = b.mul(bi, kb.i64(s.M * s.N))
+        if s.packed:
+            b_base = b.add(b_base, b.mul(panel, kb.i64(s.K * NR)))
+        else:
+            b_base = b.add(b_base, b.mul(panel, kb.i64(NR)))
         col0 = b.mul(panel, kb.i64(NR))
 
-        def segs(emit):
-            with kb.loop(0, K, name="k") as k:
-                emit(k, k, K * NR)
+        def tile(mr, n_valid):
+            i0 = b.mul(t, kb.i64(MR))
+            rows = [b.add(a_base, b.mul(b.add(i0, kb.i64(r)), kb.i64(lda))) for r in range(mr)]
+            crow = [b.add(c_base, b.mul(b.add(i0, kb.i64(r)), kb.i64(s.N))) for r in range(mr)]
 
-        def run(n_valid):
-            emit_tile(kb, mr, A, rows, Bp, panel, segs, C, crow, col0, n_valid, epi)
+            def segs(emit):
+                with kb.loop(0, s.K, name="k") as k:
+                    emit(k, k)
 
-        if last_valid == NR:
-            run(None)
-        else:
-            is_last = b.icmp_signed("==", panel, kb.i64(npanels - 1))
-            with b.if_else(is_last) as (then, other):
+            emit_tile(kb, mr, A, rows, B, b_base, segs, C, crow, col0, n_valid, epi,
+                      k_stride=NR if s.packed else ldb, b_masked=not s.packed)
+
+        def panel_variants(mr):
+            if last_valid == NR:
+                tile(mr, None)
+                return
+            if npanels == 1:
+                tile(mr, last_valid)
+                return
+            with b.if_else(b.icmp_signed("==", panel, kb.i64(npanels - 1))) as (then, other):
                 with then:
-                    run(last_valid)
+                    tile(mr, last_valid)
                 with other:
-                    run(None)
+                    tile(mr, None)
 
-    full_tiles = M // MR
-    with kb.loop(p_lo, p_hi, name="panel") as panel:
-        hi = b.select(b.icmp_signed("<", t_hi, kb.i64(full_tiles)), t_hi, kb.i64(full_tiles))
-        with kb.loop(t_lo, hi, name="tile") as t:
-            tile(panel, t, MR)
-        if M % MR:
-            owns_tail = b.icmp_signed("==", t_hi, kb.i64(tiles))
-            with b.if_then(owns_tail):
-                tile(panel, kb.i64(full_tiles), M % MR)
+        if s.M % MR == 0:
+            panel_variants(MR)
+        elif full_tiles == 0:
+            panel_variants(s.M)
+        else:
+            with b.if_else(b.icmp_signed("<", t, kb.i64(full_tiles))) as (then, other):
+                with then:
+                    panel_variants(MR)
+                with other:
+                    panel_variants(s.M % MR)
     return kb.finish()
+
+
+def _batch_offsets(kb, bi, batch, a_strides, b_strides):
+    """Element offsets of A's and B's batch `bi` (flat index over the output batch dims)."""
+    b = kb.b
+    a_off, b_off = kb.i64(0), kb.i64(0)
+    inner = 1
+    for d in reversed(range(len(batch))):
+        idx = b.srem(b.sdiv(bi, kb.i64(inner)), kb.i64(batch[d])) if batch[d] > 1 else None
+        inner *= batch[d]
+        if idx is None:
+            continue
+        if a_strides[d]:
+            a_off = b.add(a_off, b.mul(idx, kb.i64(a_strides[d])))
+        if b_strides[d]:
+            b_off = b.add(b_off, b.mul(idx, kb.i64(b_strides[d])))
+    return a_off, b_off

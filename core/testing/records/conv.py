@@ -86,3 +86,36 @@ RECORDS += [
     *[conv((1, 2, 3, 3), (2, 3, 3, 3), strides=[2, 2], bias=True, dtype=t, name=t, **T)
       for t in ("float16", "float64", "bfloat16")],
 ]
+
+
+def deform(x, w, group=1, offset_group=1, bias=False, mask=False, name="", dtype="float32", **attrs):
+    """DeformConv with offsets up to +-2.5 pixels (many taps land outside the input)."""
+    from ...ops.conv import out_extents, window_attrs
+
+    kernel, s, d, p = window_attrs(ValueError, len(x) - 2, w[2:], attrs.get("strides"), attrs.get("dilations"),
+                                   attrs.get("pads"))
+    out, _, _ = out_extents(ValueError, list(x[2:]), kernel, s, d, p, "NOTSET")
+    kk = 1
+    for k in kernel:
+        kk *= k
+    ins = [In(x, dtype), In(w, dtype), In((x[0], offset_group * kk * len(kernel), *out), dtype, -2.5, 2.5)]
+    ins += [In((w[0],), dtype) if bias else None]
+    ins += [In((x[0], offset_group * kk, *out), dtype, 0, 1)] if mask else []
+    while ins[-1] is None:
+        ins.pop()
+    return OpRecord("DeformConv", ins, dict(attrs, group=group, offset_group=offset_group), name=name,
+                    **TOL[dtype])
+
+
+RECORDS += [
+    deform((1, 1, 4, 4), (1, 1, 2, 2), name="basic"),
+    deform((2, 4, 5, 6), (6, 4, 3, 3), pads=[1, 1, 1, 1], bias=True, mask=True, name="pads-bias-mask"),
+    deform((1, 4, 7, 7), (4, 2, 3, 3), group=2, offset_group=2, strides=[2, 2], dilations=[1, 2],
+           pads=[1, 2, 1, 0], name="groups-offset-groups"),
+    deform((1, 4, 5, 5), (2, 4, 2, 3), offset_group=4, mask=True, name="offset-group-per-channel"),
+    deform((1, 2, 9), (3, 2, 3), strides=[2], pads=[1, 1], bias=True, name="1d"),
+    deform((1, 2, 3, 4, 4), (2, 2, 2, 2, 2), mask=True, name="3d"),
+    deform((1, 4, 10, 10), (2, 4, 5, 5), pads=[2, 2, 2, 2], name="chunked"),
+    *[deform((1, 2, 5, 5), (3, 2, 3, 3), pads=[1, 1, 1, 1], mask=True, bias=True, dtype=t, name=t)
+      for t in ("float16", "float64")],
+]

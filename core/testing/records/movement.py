@@ -18,6 +18,7 @@ RECORDS += [OpRecord("Flatten", [In((0, 3))], name="empty"),
 RECORDS += [OpRecord("Squeeze", [In((1, 3, 1, 5)), i64(0, -2)], name="two-axes"),
             OpRecord("Squeeze", [In((1, 1))], name="all-to-scalar"),
             OpRecord("Squeeze", [In((0, 1), "bool"), i64(1)], name="empty-bool"),
+            OpRecord("Squeeze", [In((3, 1, 4)), In((1,), "int64", low=1, high=1)], name="runtime-axes"),
             OpRecord("Unsqueeze", [In((3, 4)), i64(0, -1)], name="front-back"),
             OpRecord("Unsqueeze", [In(()), i64(0)], name="scalar"),
             OpRecord("Unsqueeze", [In((0, 2), "int32"), i64(3, 0)], name="empty-unsorted")]

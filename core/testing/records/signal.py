@@ -1,7 +1,7 @@
 """Records for signal processing: DFT (real and complex input, forward, inverse, one-sided RFFT
 and IRFFT with even and odd lengths, dft_length padding and truncation, every axis including a
 negative and a run-time one, float16/float64), STFT (with and without window and frame_length,
-complex input), the window generators and MelWeightMatrix with known sizes."""
+complex input), the window generators (known and run-time sizes) and MelWeightMatrix."""
 
 import numpy as np
 
@@ -37,6 +37,8 @@ RECORDS = [
     _dft("length-1", (3, 1, 2), axis=_i(1)),
     _dft("runtime-axis", (2, 4, 4, 2), axis=In((), "int64", 1, 1)),
     _dft("runtime-negative-axis", (3, 4, 4, 2), axis=In((), "int64", -2, -2)),
+    _dft("runtime-axis-rfft", (2, 4, 6, 1), axis=In((), "int64", 2, 2), onesided=1),
+    _dft("runtime-axis-irfft", (2, 4, 6, 2), axis=In((), "int64", 1, 1), inverse=1, onesided=1),
 ]
 
 # -- STFT ------------------------------------------------------------------------------------------
@@ -58,6 +60,12 @@ for op in ("HannWindow", "HammingWindow", "BlackmanWindow"):
         OpRecord(op, [Const(np.asarray(0, np.int64))], name="empty"),
         OpRecord(op, [Const(np.asarray(6000, np.int64))], {"output_datatype": dt.float64},
                  name="large-float64"),
+        OpRecord(op, [In((), "int64", 10, 10)], name="runtime-size", **TOL),
+        OpRecord(op, [In((), "int32", 1, 1)], {"periodic": 0}, name="runtime-size-1", **TOL),
+        OpRecord(op, [In((), "int64", 0, 0)], name="runtime-empty"),
+        OpRecord(op, [In((), "int64", 1029, 1029)], {"periodic": 0, "output_datatype": dt.float64},
+                 name="runtime-long-symmetric", **TOL),
+        OpRecord(op, [In((), "int64", 12, 12)], {"output_datatype": dt.int32}, name="runtime-int32"),
     ]
 
 RECORDS += [
@@ -68,4 +76,10 @@ RECORDS += [
                                  Const(np.asarray(16000, np.int64)), Const(np.asarray(20.0)),
                                  Const(np.asarray(8000.0))], {"output_datatype": dt.float64},
              name="float64"),
+    OpRecord("MelWeightMatrix", [In((), "int64", 8, 8), In((), "int64", 16, 16), In((), "int64", 8192, 8192),
+                                 In((), "float32", 0, 0), In((), "float32", 4096, 4096)],
+             name="runtime-onnx-example"),
+    OpRecord("MelWeightMatrix", [In((), "int32", 13, 13), In((), "int32", 400, 400), In((), "int32", 16000, 16000),
+                                 In((), "float64", 125, 125), In((), "float64", 7600, 7600)],
+             {"output_datatype": dt.float16}, name="runtime-float16", rtol=1e-3, atol=1e-3),
 ]

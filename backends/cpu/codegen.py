@@ -1,0 +1,347 @@
+"""Code generation: an IR function and its memory plan become ONE LLVM module with one entry,
+
+    void glow_run(ptr ctx, i64 tid, i64 nthreads)
+
+ctx is an array of pointers: [arena, weights blob, barrier state, inputs..., outputs...]. Every
+thread of the pool calls the entry; it calls one kernel function per instruction in program order
+with a barrier after each. A kernel splits its own work by (tid, nthreads); a small one runs on
+thread 0 only (`cg.call(fn, args, single=True)`).
+
+Kernels are registered per op in one table, tried highest priority first:
+
+    @cpu_kernel("Transpose", supports=lambda node: ...)   # node: a graph Node (types, attrs)
+    def emit_transpose(cg: Codegen, instr: Instr) -> None: ...
+
+An emitter makes its kernel with `cg.function(name, arg_types)` (a KernelBuilder), takes operand
+pointers in the entry with `cg.ptr(operand)`, packs compile-time data with `cg.weight(array)`,
+and calls the kernel with `cg.call(fn, [..., cg.tid, cg.nth])`. A kernel instruction with an
+elementwise epilogue: the emitter applies it itself when registered with `epilogue=True`,
+otherwise the codegen runs the epilogue as a second, in-place elementwise pass over the output.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
+import numpy as np
+
+from glow import dtypes as dt
+from glow.errors import BackendError
+from glow.ir.instr import ACTIVATION, INPUT, OUTPUT, WEIGHT, Instr, IRFunction, overlaps
+
+from .irutil import I8, I64, PTR, KernelBuilder
+from .kernels.sync import emit_barrier
+
+ENTRY = "glow_run"
+CTX_ARENA, CTX_WEIGHTS, CTX_BARRIER, CTX_FIRST_INPUT = 0, 1, 2, 3
+BARRIER_BYTES = 128
+WEIGHT_ALIGN = 64
+
+# -- the kernel table ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KernelDef:
+    domain: str
+    op: str
+    emit: Callable  # (cg, instr) -> None
+    supports: Callable  # (node) -> bool; node: a graph Node, or an InstrNode at emit time
+    priority: int = 0
+    epilogue: bool = False  # the emitter applies the instruction's elementwise epilogue itself
+    fallback: KernelDef | None = None  # the next variant for the same op (lower priority)
+
+    def variants(self):
+        k = self
+        while k is not None:
+            yield k
+            k = k.fallback
+
+    def accepts(self, node) -> bool:
+        return any(_safe(k.supports, node) for k in self.variants())
+
+    def choose(self, node) -> KernelDef | None:
+        return next((k for k in self.variants() if _safe(k.supports, node)), None)
+
+
+def _safe(pred, node) -> bool:
+    try:
+        return bool(pred(node))
+    except Exception:  # noqa: BLE001 - a predicate that cannot judge a node declines it
+        return False
+
+
+KERNELS: dict[tuple[str, str], KernelDef] = {}
+
+
+def cpu_kernel(op: str, *, supports: Callable = lambda node: True, domain: str = "",
+               priority: int = 0, epilogue: bool = False):
+    """Register an emitter for `op`. Several emitters may serve one op; the first (by priority)
+    whose `supports` accepts a node wins, so a fast special case sits on a general one."""
+    from glow.ops import get_op
+
+    get_op(op, domain)  # registering for an unknown op raises
+
+    def register(emit):
+        new = KernelDef(domain, op, emit, supports, priority, epilogue)
+        chain = sorted([new, *KERNELS[(domain, op)].variants()] if (domain, op) in KERNELS else [new],
+                       key=lambda k: -k.priority)
+        head = None
+        for k in reversed(chain):
+            head = KernelDef(k.domain, k.op, k.emit, k.supports, k.priority, k.epilogue, head)
+        KERNELS[(domain, op)] = head
+        return emit
+
+    return register
+
+
+def load_kernels():
+    """Import every kernel module once (each registers its emitters)."""
+    import importlib
+    import pkgutil
+
+    from . import kernels
+
+    for m in pkgutil.iter_modules(kernels.__path__):
+        if not m.name.startswith("_"):
+            importlib.import_module(f"{kernels.__name__}.{m.name}")
+    return KERNELS
+
+
+class Operand:
+    """What a support predicate sees of an instruction operand (the parts of a graph Value)."""
+
+    __slots__ = ("name", "type", "data")
+
+    def __init__(self, o):
+        self.name, self.type = o.name, o.type
+        self.data = weight_data(o) if o.kind == WEIGHT else None
+
+    @property
+    def is_constant(self) -> bool:
+        return self.data is not None
+
+    known = property(lambda self: self.data)
+
+
+class InstrNode:
+    """A kernel instruction seen as a graph Node, so one predicate serves graph and IR."""
+
+    def __init__(self, instr: Instr):
+        n = len(instr.inputs) if instr.n_args is None else instr.n_args
+        self.op, self.name, self.attrs = instr.op, instr.name, instr.attrs
+        self.inputs = tuple(None if o is None else Operand(o) for o in instr.inputs[:n])
+        self.outputs = tuple(None if o is None else Operand(o) for o in instr.outputs)
+        self.captures = ()
+
+    @property
+    def all_inputs(self):
+        return tuple(v for v in self.inputs if v is not None)
+
+
+def weight_data(o) -> np.ndarray | None:
+    """The compile-time value of a weight operand (a buffer or a view onto one)."""
+    root = o.root
+    if root.data is None:
+        return None
+    if o is root:
+        return np.asarray(root.data)
+    raw = np.ascontiguousarray(root.data).reshape(-1).view(np.uint8)
+    return raw[o.offset:o.offset + o.nbytes].view(o.type.dtype.np).reshape(o.type.shape)
+
+
+# -- element types ------------------------------------------------------------------------------
+
+_LTYPES = {
+    dt.float32: ir.FloatType(), dt.float64: ir.DoubleType(), dt.float16: ir.HalfType(),
+    dt.int8: I8, dt.uint8: I8, dt.bool_: I8, dt.int16: ir.IntType(16), dt.uint16: ir.IntType(16),
+    dt.int32: ir.IntType(32), dt.uint32: ir.IntType(32), dt.int64: I64, dt.uint64: I64,
+}
+
+
+def ltype(dtype) -> ir.Type:
+    """The LLVM storage type of an element type (bool is stored as i8)."""
+    try:
+        return _LTYPES[dtype]
+    except KeyError:
+        raise BackendError(f"the CPU backend has no code for element type {dtype}") from None
+
+
+def has_ltype(dtype) -> bool:
+    return dtype in _LTYPES
+
+
+# -- the code generator -------------------------------------------------------------------------
+
+
+class Codegen:
+    """Builds the module for one IR function: `Codegen(fn, plan).build() -> (ir_text, weights)`."""
+
+    def __init__(self, fn: IRFunction, plan):
+        self.fn, self.plan = fn, plan
+        self.module = ir.Module(name=fn.name)
+        self.module.triple = llvm.get_process_triple()
+        self.entry = KernelBuilder(self.module, ENTRY, [PTR, I64, I64])
+        self.b = self.entry.b
+        ctx, self.tid, self.nth = self.entry.args
+        self._names = set()
+        self._chunks: list[tuple[int, bytes]] = []
+        self._weights_size = 0
+        self._weight_at: dict[int, int] = {}
+        self._operand_of: dict[int, object] = {}  # id(pointer value) -> operand (for noalias)
+        self._shared: dict = {}
+        self.instr: Instr | None = None
+        self.index = 0
+        slots = [self.b.load(self.entry.ptr(ctx, i, PTR), typ=PTR) for i in range(
+            CTX_FIRST_INPUT + len(fn.inputs) + len(fn.outputs))]
+        self.arena, self.weights_base, self._barrier_state = slots[:CTX_FIRST_INPUT]
+        self._io = {}
+        for k, buf in enumerate(fn.inputs + fn.outputs):
+            self._io.setdefault(id(buf), slots[CTX_FIRST_INPUT + k])
+        self._barrier_fn = self._make_barrier()
+
+    # -- helpers for emitters --------------------------------------------------------------------
+    def ptr(self, o):
+        """Pointer (in the entry) to an operand's first byte; a null pointer for an empty tensor."""
+        root = o.root
+        if root.boxed:
+            if isinstance(root.type, dt.TensorType) and root.type.numel == 0:
+                return ir.Constant(PTR, None)
+            raise BackendError(f"%{o.name}: the CPU backend cannot hold {root.type} (not static)")
+        if root.kind == WEIGHT:
+            base, off = self.weights_base, self._place_weight(root) + o.offset
+        elif root.kind == ACTIVATION:
+            base, off = self.arena, self.plan.offsets[id(root)] + o.offset
+        elif root.kind in (INPUT, OUTPUT):
+            base, off = self._io[id(root)], o.offset
+        else:  # pragma: no cover
+            raise BackendError(f"unknown buffer kind {root.kind}")
+        p = self.b.gep(base, [self.entry.i64(off)], source_etype=I8, inbounds=True) if off else base
+        self._operand_of[id(p)] = o
+        return p
+
+    def weight(self, array: np.ndarray, align: int = WEIGHT_ALIGN):
+        """Pack a compile-time array into the weights blob; its pointer in the entry."""
+        off = self._append(np.ascontiguousarray(array).tobytes(), align)
+        return self.b.gep(self.weights_base, [self.entry.i64(off)], source_etype=I8, inbounds=True)
+
+    def function(self, name: str, arg_types, ret=None) -> KernelBuilder:
+        """A new internal kernel function (its name made unique)."""
+        base = f"k{self.index}.{name}"
+        unique = base
+        for n in itertools.count(1):
+            if unique not in self._names:
+                break
+            unique = f"{base}.{n}"
+        self._names.add(unique)
+        kb = KernelBuilder(self.module, unique, arg_types, **({} if ret is None else {"ret": ret}),
+                           internal=True)
+        kb.fn.attributes.add("nounwind")
+        return kb
+
+    def shared(self, key, make: Callable):
+        """A function built once per `key` and reused by every instruction asking for it."""
+        fn = self._shared.get(key)
+        if fn is None:
+            fn = self._shared[key] = make()
+        return fn
+
+    def call(self, fn, args, single: bool = False):
+        """Call a kernel from the entry; `single`: on thread 0 only. Pointer arguments whose
+        operands overlap no other argument are marked noalias (the kernel is called once)."""
+        self._mark_noalias(fn, args)
+        if not single:
+            return self.b.call(fn, args)
+        with self.b.if_then(self.b.icmp_signed("==", self.tid, self.entry.i64(0))):
+            self.b.call(fn, args)
+
+    def barrier(self):
+        self.b.call(self._barrier_fn, [self._barrier_state, self.nth])
+
+    # -- building --------------------------------------------------------------------------------
+    def build(self) -> tuple[str, np.ndarray]:
+        """Emit every instruction; returns the module's IR text and the weights blob."""
+        load_kernels()
+        instrs = [i for i in self.fn.instrs if i.kind not in ("alloc", "dealloc")]
+        for k, instr in enumerate(instrs):
+            self.instr, self.index = instr, k
+            if all(_empty(o) for o in instr.writes()):
+                continue
+            self.emit(instr)
+            if k + 1 < len(instrs):
+                self.barrier()
+        self.entry.finish()
+        return str(self.module), self._blob()
+
+    def emit(self, instr: Instr):
+        from .kernels import elementwise, movement
+
+        if instr.kind == "copy":
+            return movement.emit_copy(self, instr)
+        if instr.kind == "fused":
+            return elementwise.emit_fused(self, instr)
+        kd = self.kernel_for(instr)
+        kd.emit(self, instr)
+        if instr.expr is not None and not kd.epilogue:
+            elementwise.emit_epilogue(self, instr)
+
+    def kernel_for(self, instr: Instr) -> KernelDef:
+        head = KERNELS.get((instr.op.domain, instr.op.name))
+        kd = head.choose(InstrNode(instr)) if head is not None else None
+        if kd is None:
+            raise BackendError(f"no CPU kernel for instruction '{instr.name}' ({instr.opname}) with "
+                               f"inputs {[None if o is None else str(o.type) for o in instr.inputs]}")
+        return kd
+
+    # -- internals -------------------------------------------------------------------------------
+    def _append(self, data: bytes, align: int) -> int:
+        off = -(-self._weights_size // align) * align
+        self._chunks.append((off, data))
+        self._weights_size = off + len(data)
+        return off
+
+    def _place_weight(self, root) -> int:
+        off = self._weight_at.get(id(root))
+        if off is None:
+            data = np.ascontiguousarray(root.data, dtype=root.type.dtype.np)
+            off = self._weight_at[id(root)] = self._append(data.tobytes(), WEIGHT_ALIGN)
+        return off
+
+    def _blob(self) -> np.ndarray:
+        raw = np.zeros(self._weights_size + WEIGHT_ALIGN, np.uint8)
+        shift = (-raw.ctypes.data) % WEIGHT_ALIGN
+        blob = raw[shift:shift + max(self._weights_size, 1)]
+        for off, data in self._chunks:
+            blob[off:off + len(data)] = np.frombuffer(data, np.uint8)
+        return blob
+
+    def _make_barrier(self):
+        kb = KernelBuilder(self.module, "glow_barrier", [PTR, I64], internal=True)
+        kb.fn.attributes.add("noinline")
+        kb.fn.attributes.add("nounwind")
+        emit_barrier(kb, kb.args[0], kb.args[1])
+        return kb.finish()
+
+    def _mark_noalias(self, fn, args):
+        ops = [self._operand_of.get(id(a)) for a in args]
+        for k, (a, o) in enumerate(zip(args, ops)):
+            if o is None or k >= len(fn.args) or not isinstance(a.type, ir.PointerType):
+                continue
+            if all(q is None or q is o and args[j] is a or not overlaps(o, q)
+                   for j, q in enumerate(ops) if j != k):
+                if any(j != k and args[j] is a for j in range(len(args))):
+                    continue
+                fn.args[k].add_attribute("noalias")
+
+
+def _empty(o) -> bool:
+    t = o.type
+    return isinstance(t, dt.TensorType) and t.is_static and t.numel == 0
+
+
+def generate(fn: IRFunction, plan) -> tuple[str, np.ndarray]:
+    """IR text of the module for `fn` and its weights blob."""
+    return Codegen(fn, plan).build()

@@ -1,0 +1,453 @@
+"""Per-op code for elementwise kernels: one value-level emitter per op, over scalars or vectors.
+
+`Lanes(kb, n)` is the current position of a loop, n lanes wide (1: scalar). Values are in each
+element type's *compute* type: bool is i1, bfloat16 computes in float32 (rounded back to
+bfloat16 after every op, as NumPy's ml_dtypes does), everything else in its storage type
+(LLVM's half rounds every op like NumPy's float16). Integer division by zero gives 0 and shifts
+past the width give 0: generated code never traps, whatever the data.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+import numpy as np
+
+from glow import dtypes as dt
+
+from ..codegen import has_ltype, ltype
+from ..irutil import F32, F64, I1, I8, I32, I64, KernelBuilder
+
+try:  # CPU-2's vector polynomials (exp, log, tanh, erf, sigmoid on float32)
+    from . import vmath
+except ImportError:  # pragma: no cover
+    vmath = None
+
+HALF = ir.HalfType()
+I16 = ir.IntType(16)
+FLOATS = (dt.float32, dt.float64, dt.float16, dt.bfloat16)
+SIGNED_INTS = (dt.int8, dt.int16, dt.int32, dt.int64)
+UNSIGNED_INTS = (dt.uint8, dt.uint16, dt.uint32, dt.uint64)
+INTS = SIGNED_INTS + UNSIGNED_INTS
+NUMERIC = FLOATS + INTS
+_BY_SIZE = {1: dt.uint8, 2: dt.uint16, 4: dt.uint32, 8: dt.uint64}
+
+
+def storage_dtype(d):
+    """A plain type with d's size, for ops that only move bytes (None if there is none)."""
+    if has_ltype(d):
+        return d
+    if d == dt.string or isinstance(d, dt.QuantizedDType):
+        return None
+    return _BY_SIZE.get(d.itemsize)
+
+
+def compute_type(d) -> ir.Type:
+    if d == dt.bool_:
+        return I1
+    if d == dt.bfloat16:
+        return F32
+    return ltype(d)
+
+
+class Lanes:
+    """Emits code for n lanes at the current loop position."""
+
+    def __init__(self, kb: KernelBuilder, n: int):
+        self.kb, self.b, self.n = kb, kb.b, n
+
+    def t(self, scalar: ir.Type) -> ir.Type:
+        return scalar if self.n == 1 else ir.VectorType(scalar, self.n)
+
+    def splat(self, v):
+        return v if self.n == 1 else self.kb.splat(v, self.n)
+
+    def const(self, d, value):
+        ct = compute_type(d)
+        if ct == I1:
+            c = ir.Constant(I1, int(bool(value)))
+        elif isinstance(ct, ir.IntType):
+            c = ir.Constant(ct, int(np.asarray(value).astype(d.np)) & ((1 << ct.width) - 1))
+        else:
+            c = ir.Constant(ct, float(value))
+        return c if self.n == 1 else ir.Constant(self.t(ct), [c.constant] * self.n)
+
+    def of(self, value, scalar: ir.Type):
+        """A constant `value` of the scalar type, at this width."""
+        c = ir.Constant(scalar, value)
+        return c if self.n == 1 else ir.Constant(self.t(scalar), [value] * self.n)
+
+    # -- memory ----------------------------------------------------------------------------------
+    def load(self, ptr, offset, d, broadcast: bool):
+        st = ltype(d)
+        p = self.kb.ptr(ptr, offset, st)
+        if broadcast or self.n == 1:
+            v = self.splat(self.b.load(p, typ=st, align=d.itemsize))
+        else:
+            v = self.b.load(p, typ=self.t(st), align=d.itemsize)
+        return self.from_storage(v, d)
+
+    def store(self, value, ptr, offset, d):
+        st = ltype(d)
+        self.b.store(self.to_storage(value, d), self.kb.ptr(ptr, offset, st), align=d.itemsize)
+
+    def from_storage(self, v, d):
+        b = self.b
+        if d == dt.bool_:
+            return b.icmp_unsigned("!=", v, self.of(0, I8))
+        if d == dt.bfloat16:
+            return b.bitcast(b.shl(b.zext(v, self.t(I32)), self.of(16, I32)), self.t(F32))
+        return v
+
+    def to_storage(self, v, d):
+        b = self.b
+        if d == dt.bool_:
+            return b.zext(v, self.t(I8))
+        if d == dt.bfloat16:
+            return b.trunc(b.lshr(self.bf16_bits(v), self.of(16, I32)), self.t(I16))
+        return v
+
+    def bf16_bits(self, v):
+        """float32 -> bfloat16 rounding to nearest even (NaN stays a quiet NaN), in the high half."""
+        b = self.b
+        bits = b.bitcast(v, self.t(I32))
+        lsb = b.and_(b.lshr(bits, self.of(16, I32)), self.of(1, I32))
+        rounded = b.and_(b.add(b.add(bits, self.of(0x7FFF, I32)), lsb), self.of(-65536, I32))
+        nan = b.or_(bits, self.of(0x00400000, I32))
+        return b.select(b.fcmp_unordered("uno", v, v), nan, rounded)
+
+    def round_bf16(self, v):
+        return self.b.bitcast(self.b.and_(self.bf16_bits(v), self.of(-65536, I32)), self.t(F32))
+
+    # -- calls -----------------------------------------------------------------------------------
+    def intrinsic(self, name: str, args):
+        """llvm.<name>.<type suffix>(args), the type taken from the first argument."""
+        t = args[0].type
+        el = t.element if isinstance(t, ir.VectorType) else t
+        suffix = {F32: "f32", F64: "f64", HALF: "f16"}.get(el) or f"i{el.width}"
+        if isinstance(t, ir.VectorType):
+            suffix = f"v{t.count}{suffix}"
+        fn = self.kb.intrinsic(f"llvm.{name}.{suffix}", t, [a.type for a in args])
+        return self.b.call(fn, args)
+
+    def libm(self, name: str, x):
+        """A C library function lane by lane (float32: name + 'f'; float64: name)."""
+        t = x.type
+        el = t.element if isinstance(t, ir.VectorType) else t
+        fname = name if el == F64 else f"{name}f"
+        fn = self.kb.intrinsic(fname, el, [el])
+        if not isinstance(t, ir.VectorType):
+            return self.b.call(fn, [x])
+        out = ir.Constant(t, ir.Undefined)
+        for k in range(t.count):
+            lane = self.b.call(fn, [self.b.extract_element(x, ir.Constant(I32, k))])
+            out = self.b.insert_element(out, lane, ir.Constant(I32, k))
+        return out
+
+
+# -- the op table -------------------------------------------------------------------------------
+
+OPS: dict[str, tuple] = {}  # name -> (emit(L, args, in_types, out_type, attrs), supports(in, out, attrs))
+
+
+def op(name, types=NUMERIC, check=None):
+    def register(fn):
+        def supports(ins, out, attrs):
+            ok = all(t is None or t in types for t in ins) and (out in types or out == dt.bool_)
+            return ok and (check is None or check(ins, out, attrs))
+
+        OPS[name] = (fn, supports)
+        return fn
+
+    return register
+
+
+def supports(name, in_types, out_type, attrs) -> bool:
+    entry = OPS.get(name)
+    return entry is not None and entry[1](in_types, out_type, attrs)
+
+
+def apply(L: Lanes, name, args, in_types, out_type, attrs):
+    v = OPS[name][0](L, args, in_types, out_type, attrs)
+    if out_type == dt.bfloat16 and name not in ("Identity", "Where"):
+        v = L.round_bf16(v)
+    return v
+
+
+def _is_float(d):
+    return d in FLOATS
+
+
+def _fold(fn):
+    def emit(L, args, ins, out, attrs):
+        acc = args[0]
+        for a in args[1:]:
+            acc = fn(L, acc, a, ins[0])
+        return acc
+
+    return emit
+
+
+def _add(L, a, b, d):
+    return L.b.fadd(a, b) if _is_float(d) else L.b.add(a, b)
+
+
+def _max(L, a, b, d):
+    if _is_float(d):  # NaN wins
+        return L.b.select(L.b.fcmp_unordered("uno", a, a), a, L.b.select(L.b.fcmp_ordered(">", a, b), a, b))
+    return L.b.select(_icmp(L, d, ">", a, b), a, b)
+
+
+def _min(L, a, b, d):
+    if _is_float(d):
+        return L.b.select(L.b.fcmp_unordered("uno", a, a), a, L.b.select(L.b.fcmp_ordered("<", a, b), a, b))
+    return L.b.select(_icmp(L, d, "<", a, b), a, b)
+
+
+def _icmp(L, d, pred, a, b):
+    return (L.b.icmp_signed if d in SIGNED_INTS else L.b.icmp_unsigned)(pred, a, b)
+
+
+op("Add")(lambda L, a, ins, out, at: _add(L, a[0], a[1], ins[0]))
+op("Sub")(lambda L, a, ins, out, at: (L.b.fsub if _is_float(out) else L.b.sub)(a[0], a[1]))
+op("Mul")(lambda L, a, ins, out, at: (L.b.fmul if _is_float(out) else L.b.mul)(a[0], a[1]))
+op("Max")(_fold(_max))
+op("Min")(_fold(_min))
+op("Sum", FLOATS)(_fold(_add))
+
+
+@op("Div")
+def _div(L, args, ins, out, attrs):
+    a, b = args
+    if _is_float(out):
+        return L.b.fdiv(a, b)
+    t = a.type.element if isinstance(a.type, ir.VectorType) else a.type
+    zero, one = L.of(0, t), L.of(1, t)
+    by_zero = L.b.icmp_unsigned("==", b, zero)
+    if out in UNSIGNED_INTS:
+        return L.b.select(by_zero, zero, L.b.udiv(a, L.b.select(by_zero, one, b)))
+    minus_one = L.b.icmp_signed("==", b, L.of(-1, t))
+    safe = L.b.select(L.b.or_(by_zero, minus_one), one, b)
+    q = L.b.select(minus_one, L.b.sub(zero, a), L.b.sdiv(a, safe))  # INT_MIN / -1 wraps
+    return L.b.select(by_zero, zero, q)
+
+
+def _to_f64(L, v, d):
+    if _is_float(d):
+        return L.b.fpext(v, L.t(F64)) if v.type != L.t(F64) else v
+    return (L.b.sitofp if d in SIGNED_INTS else L.b.uitofp)(v, L.t(F64))
+
+
+@op("Pow", FLOATS + (dt.int32, dt.int64) + INTS)
+def _pow(L, args, ins, out, attrs):
+    x, y = args
+    p = L.intrinsic("pow", [_to_f64(L, x, ins[0]), _to_f64(L, y, ins[1])])
+    if _is_float(out):
+        return L.b.fptrunc(p, L.t(compute_type(out))) if compute_type(out) != F64 else p
+    t = compute_type(out)
+    trunc = L.b.fptosi(L.intrinsic("trunc", [p]), L.t(t))
+    if ins[1] not in INTS:
+        return trunc
+    exact = _ipow(L, x, L.b.sext(y, L.t(t)) if y.type != x.type and ins[1] in SIGNED_INTS
+                  else _int_resize(L, y, ins[1], t))
+    neg = L.b.icmp_signed("<", y, L.of(0, y.type.element if isinstance(y.type, ir.VectorType) else y.type)) \
+        if ins[1] in SIGNED_INTS else L.of(0, I1)
+    return L.b.select(neg, trunc, exact)
+
+
+def _int_resize(L, v, d, t):
+    w = (v.type.element if isinstance(v.type, ir.VectorType) else v.type).width
+    if w == t.width:
+        return v
+    if w > t.width:
+        return L.b.trunc(v, L.t(t))
+    return (L.b.sext if d in SIGNED_INTS else L.b.zext)(v, L.t(t))
+
+
+def _ipow(L, x, y):
+    """x ** y for y >= 0 by squaring, unrolled over the exponent's bits (wraps like NumPy)."""
+    t = x.type.element if isinstance(x.type, ir.VectorType) else x.type
+    acc, base, e = L.of(1, t), x, y
+    for _ in range(t.width):
+        bit = L.b.icmp_unsigned("!=", L.b.and_(e, L.of(1, t)), L.of(0, t))
+        acc = L.b.select(bit, L.b.mul(acc, base), acc)
+        base = L.b.mul(base, base)
+        e = L.b.lshr(e, L.of(1, t))
+    return acc
+
+
+def _cmp(fpred, ipred):
+    def emit(L, args, ins, out, attrs):
+        a, b = args
+        d = ins[0]
+        if _is_float(d):
+            return L.b.fcmp_ordered(fpred, a, b)
+        if d == dt.bool_:
+            return L.b.icmp_unsigned(ipred, a, b)
+        return _icmp(L, d, ipred, a, b)
+
+    return emit
+
+
+for _n, _f, _i in (("Equal", "==", "=="), ("Less", "<", "<"), ("Greater", ">", ">"),
+                   ("LessOrEqual", "<=", "<="), ("GreaterOrEqual", ">=", ">=")):
+    op(_n, NUMERIC + (dt.bool_,))(_cmp(_f, _i))
+
+op("And", (dt.bool_,))(lambda L, a, ins, out, at: L.b.and_(a[0], a[1]))
+op("Or", (dt.bool_,))(lambda L, a, ins, out, at: L.b.or_(a[0], a[1]))
+op("Xor", (dt.bool_,))(lambda L, a, ins, out, at: L.b.xor(a[0], a[1]))
+op("Not", (dt.bool_,))(lambda L, a, ins, out, at: L.b.xor(a[0], L.of(1, I1)))
+op("BitwiseAnd", INTS)(lambda L, a, ins, out, at: L.b.and_(a[0], a[1]))
+op("BitwiseOr", INTS)(lambda L, a, ins, out, at: L.b.or_(a[0], a[1]))
+op("BitwiseXor", INTS)(lambda L, a, ins, out, at: L.b.xor(a[0], a[1]))
+op("BitwiseNot", INTS)(lambda L, a, ins, out, at: L.b.xor(a[0], L.of(-1, compute_type(out))))
+op("Identity", tuple(dt.ALL))(lambda L, a, ins, out, at: a[0])
+
+
+@op("BitShift", INTS)
+def _bitshift(L, args, ins, out, attrs):
+    x, y = args
+    t = compute_type(out)
+    big = L.b.icmp_unsigned(">=", y, L.of(t.width, t))
+    if attrs["direction"] == "LEFT":
+        return L.b.select(big, L.of(0, t), L.b.shl(x, L.b.select(big, L.of(0, t), y)))
+    if out in SIGNED_INTS:
+        return L.b.ashr(x, L.b.select(big, L.of(t.width - 1, t), y))
+    return L.b.select(big, L.of(0, t), L.b.lshr(x, L.b.select(big, L.of(0, t), y)))
+
+
+@op("Where", tuple(d for d in dt.ALL if has_ltype(d)))
+def _where(L, args, ins, out, attrs):
+    return L.b.select(*args)
+
+
+# -- unary math ---------------------------------------------------------------------------------
+
+def _in_f32(fn):
+    """Float math computed in float32 for float16 (and float64 / float32 as themselves)."""
+    def emit(L, args, ins, out, attrs):
+        x = args[0]
+        if compute_type(out) == HALF:
+            return L.b.fptrunc(fn(L, L.b.fpext(x, L.t(F32))), L.t(HALF))
+        return fn(L, x)
+
+    return emit
+
+
+def _math(name, libm=None, intrinsic=None):
+    def compute(L, x):
+        if vmath is not None and name in vmath.SUPPORTED and x.type in (F32, L.t(F32)):
+            return vmath.emit_unary(L.kb, name, x)
+        if intrinsic:
+            return L.intrinsic(intrinsic, [x])
+        return L.libm(libm, x)
+
+    op(name, FLOATS)(_in_f32(lambda L, x: compute(L, x)))
+
+
+for _n, _c, _intr in (("Exp", "exp", "exp"), ("Log", "log", "log"), ("Sqrt", None, "sqrt"),
+                      ("Floor", None, "floor"), ("Ceil", None, "ceil"), ("Round", None, "roundeven"),
+                      ("Sin", "sin", None), ("Cos", "cos", None), ("Tan", "tan", None),
+                      ("Asin", "asin", None), ("Acos", "acos", None), ("Atan", "atan", None),
+                      ("Sinh", "sinh", None), ("Cosh", "cosh", None), ("Asinh", "asinh", None),
+                      ("Acosh", "acosh", None), ("Atanh", "atanh", None), ("Erf", "erf", None),
+                      ("Tanh", "tanh", None)):
+    _math(_n, _c, _intr)
+
+
+@op("Sigmoid", FLOATS)
+@_in_f32
+def _sigmoid(L, x):
+    if vmath is not None and x.type in (F32, L.t(F32)):
+        return vmath.emit_unary(L.kb, "Sigmoid", x)
+    one = L.of(1.0, x.type.element if isinstance(x.type, ir.VectorType) else x.type)
+    return L.b.fdiv(one, L.b.fadd(one, L.intrinsic("exp", [L.b.fneg(x)])))
+
+
+@op("Reciprocal", FLOATS)
+def _reciprocal(L, args, ins, out, attrs):
+    t = compute_type(out)
+    return L.b.fdiv(L.of(1.0, t), args[0])
+
+
+@op("Neg", FLOATS + SIGNED_INTS)
+def _neg(L, args, ins, out, attrs):
+    return L.b.fneg(args[0]) if _is_float(out) else L.b.sub(L.of(0, compute_type(out)), args[0])
+
+
+@op("Abs")
+def _abs(L, args, ins, out, attrs):
+    x = args[0]
+    if _is_float(out):
+        return L.intrinsic("fabs", [x])
+    if out in UNSIGNED_INTS:
+        return x
+    t = compute_type(out)
+    return L.b.select(L.b.icmp_signed("<", x, L.of(0, t)), L.b.sub(L.of(0, t), x), x)
+
+
+@op("Relu", FLOATS + SIGNED_INTS)
+def _relu(L, args, ins, out, attrs):
+    t = compute_type(out)
+    return _max(L, args[0], L.of(0.0 if _is_float(out) else 0, t), out)
+
+
+@op("LeakyRelu", FLOATS)
+def _leaky_relu(L, args, ins, out, attrs):
+    x, t = args[0], compute_type(out)
+    neg = L.b.fcmp_ordered("<", x, L.of(0.0, t))
+    return L.b.select(neg, L.b.fmul(x, L.of(float(np.asarray(attrs["alpha"], out.np)), t)), x)
+
+
+@op("Sign")
+def _sign(L, args, ins, out, attrs):
+    x, t = args[0], compute_type(out)
+    if _is_float(out):
+        pos, neg = L.b.fcmp_ordered(">", x, L.of(0.0, t)), L.b.fcmp_ordered("<", x, L.of(0.0, t))
+        return L.b.select(pos, L.of(1.0, t), L.b.select(neg, L.of(-1.0, t), x))
+    pos, neg = _icmp(L, out, ">", x, L.of(0, t)), _icmp(L, out, "<", x, L.of(0, t))
+    return L.b.select(pos, L.of(1, t), L.b.select(neg, L.of(-1, t), L.of(0, t)))
+
+
+@op("IsNaN", FLOATS)
+def _isnan(L, args, ins, out, attrs):
+    return L.b.fcmp_unordered("uno", args[0], args[0])
+
+
+# -- casts --------------------------------------------------------------------------------------
+
+CASTABLE = NUMERIC + (dt.bool_,)
+
+
+@op("Cast", CASTABLE)
+def _cast(L, args, ins, out, attrs):
+    return cast(L, args[0], ins[0], out)
+
+
+def cast(L, x, src, dst):
+    b = L.b
+    ts, td = compute_type(src), compute_type(dst)
+    if src == dst:
+        return x
+    if dst == dt.bool_:
+        if _is_float(src):
+            return b.fcmp_unordered("!=", x, L.of(0.0, ts))
+        return b.icmp_unsigned("!=", x, L.of(0, ts))
+    if src == dt.bool_:
+        return b.uitofp(x, L.t(td)) if _is_float(dst) else b.zext(x, L.t(td))
+    if _is_float(src) and _is_float(dst):
+        if ts == td:
+            return x
+        wider = {HALF: 1, F32: 2, F64: 3}
+        return (b.fpext if wider[td] > wider[ts] else b.fptrunc)(x, L.t(td))
+    if _is_float(src):  # float -> int: through a C-style conversion, as NumPy does on x86
+        if dst == dt.uint64:
+            return b.fptoui(x, L.t(I64))
+        via = I64 if dst == dt.uint32 or td.width == 64 else I32
+        v = b.fptosi(x, L.t(via))
+        return v if via == td else b.trunc(v, L.t(td))
+    if _is_float(dst):
+        return (b.sitofp if src in SIGNED_INTS else b.uitofp)(x, L.t(td))
+    return _int_resize(L, x, src, td)
+
+
+__all__ = ["OPS", "Lanes", "apply", "cast", "compute_type", "storage_dtype", "supports"]

@@ -1,0 +1,283 @@
+"""Lowering rules for resampling: Resize, Upsample, GridSample, AffineGrid.
+
+Resize is separable: each resized axis is resampled on its own. The taps (input indices) and
+weights of every output position depend only on the shapes and attributes, so they are computed
+here at lowering time with the op's own helpers (ops/resize.py) and become constants: nearest is
+one Gather per axis; linear and cubic (antialiased or not) are one Gather of all T taps (an
+(out, T) index table), a Mul by the (out, T) weights and a ReduceSum over the taps. Results are
+computed in float32 (float64 for float64 and integer data, as the reference, which then rounds
+integers half to even and saturates them).
+
+GridSample reads data-dependent positions: the sampling coordinates are computed from the grid
+with elementwise ops (in float64, as the reference, so that floor/round decisions agree), and
+each interpolation corner is one Gather from the input viewed as (N * spatial, C), weighted and
+summed. AffineGrid is a MatMul of a constant base grid with the transposed thetas.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..ops.resize import _LEGACY, _plan, _source_coords, _taps
+from ._build import ints, scalar
+from .registry import lowering
+from .rules_conv import HALF, chain, narrow, op1, pad, reshape, static, strided, widen
+
+F64 = dt.float64
+
+
+def _known(v):
+    """A constant input's value; an absent or empty one (opset 11-12 placeholder) counts as None."""
+    if v is None or v.known is None or v.known.size == 0:
+        return None
+    return v.known
+
+
+def _compute_type(dtype):
+    if dtype in HALF or dtype == dt.float32:
+        return dt.float32
+    return F64
+
+
+# -- Resize ----------------------------------------------------------------------------------------
+
+@lowering("Resize")
+def lower_resize(rb, node, ins):
+    x, roi, scales, sizes = (list(ins) + [None] * 3)[:4]
+    a = node.attrs
+    shape = x.type.shape
+    scales_v, sizes_v = _known(scales), _known(sizes)
+    if shape is None or (scales_v is None) == (sizes_v is None):
+        return None  # the output size is only known at run time
+    r = len(shape)
+    axes = list(range(r)) if not a["axes"] else [ax % r for ax in a["axes"]]
+    if not static([shape[ax] for ax in axes]):
+        return None
+    out, scale, axes = _plan(ValueError, shape, scales_v, sizes_v, a["axes"], a["keep_aspect_ratio_policy"])
+    ctm = a["coordinate_transformation_mode"]
+    rois = [(0.0, 1.0)] * r
+    if ctm == "tf_crop_and_resize":
+        rv = _known(roi)
+        if rv is None:
+            return None
+        rv = rv.reshape(-1)
+        for i, ax in enumerate(axes):
+            rois[ax] = (rv[i], rv[len(axes) + i])
+    nearest = a["mode"] == "nearest"
+    dtype = x.type.dtype
+    data = x if nearest else op1(rb, "Cast", x, to=_compute_type(dtype)) if dtype != _compute_type(dtype) else x
+    outside = np.zeros((1,) * r, bool)
+    for ax in axes:
+        n_in, n_out = shape[ax], out[ax]
+        if n_out == n_in and math.isclose(scale[ax], 1.0) and rois[ax] == (0.0, 1.0):
+            continue
+        if n_in == 0 or n_out == 0:
+            data = _empty_axis(rb, data, ax, n_out)
+            continue
+        xs = _source_coords(ctm, n_in, n_out, scale[ax], rois[ax])
+        if ctm == "tf_crop_and_resize":
+            mask_shape = [1] * r
+            mask_shape[ax] = n_out
+            outside = outside | ((xs < 0) | (xs > n_in - 1)).reshape(mask_shape)
+        idx, w = _taps(xs, n_in, scale[ax], a)
+        data = _nearest_axis(rb, data, ax, idx[:, 0]) if w is None else _weighted_axis(rb, data, ax, idx, w)
+    if outside.any():
+        fill = scalar(rb, np.asarray(a["extrapolation_value"]).astype(data.type.dtype.np), data)
+        data = op1(rb, "Where", rb.constant(outside, name="outside"), fill, data)
+    return [data if nearest else _cast_back(rb, data, dtype)]
+
+
+def _nearest_axis(rb, data, ax, idx):
+    if len(idx) == data.type.shape[ax] and (idx == np.arange(len(idx))).all():
+        return data
+    return op1(rb, "Gather", data, rb.constant(idx.astype(np.int64), name="taps"), axis=ax)
+
+
+def _weighted_axis(rb, data, ax, idx, w):
+    # Taps whose weight is 0 at every output position (filter edges) are dropped.
+    used = np.abs(w).sum(0) != 0
+    idx, w = idx[:, used], w[:, used]
+    r = len(data.type.shape)
+    g = op1(rb, "Gather", data, rb.constant(idx.astype(np.int64), name="taps"), axis=ax)
+    wc = rb.constant(w.reshape(w.shape + (1,) * (r - ax - 1)).astype(data.type.dtype.np), name="weights")
+    return op1(rb, "ReduceSum", op1(rb, "Mul", g, wc), ints(rb, [ax + 1]), keepdims=0)
+
+
+def _empty_axis(rb, data, ax, n_out):
+    # Nothing to sample from or nothing to produce: an empty slice, padded with n_out zeros.
+    empty = strided(rb, data, [ax], [0], [0], [1])
+    end = [0] * len(data.type.shape)
+    end[ax] = n_out
+    return pad(rb, empty, [0] * len(end), end)
+
+
+def _cast_back(rb, y, dtype):
+    if not dtype.is_int:
+        return narrow(rb, y, dtype)
+    # Integers: round half to even and saturate, as the reference.
+    info = np.iinfo(dtype.np)
+    y = op1(rb, "Round", y)
+    y = op1(rb, "Min", op1(rb, "Max", y, scalar(rb, info.min, y)), scalar(rb, info.max, y))
+    return op1(rb, "Cast", y, to=dtype)
+
+
+@lowering("Upsample")
+def lower_upsample(rb, node, ins):
+    # Upsample is Resize with the legacy coordinate mapping (output i reads input i / scale).
+    x, scales = ins
+    return [rb.emit1("Resize", [x, None, scales], dict(_LEGACY, mode=node.attrs["mode"]))]
+
+
+# -- AffineGrid ------------------------------------------------------------------------------------
+
+@lowering("AffineGrid")
+def lower_affine_grid(rb, node, ins):
+    theta, size = ins
+    size_v = _known(size)
+    if size_v is None or theta.type.shape is None:
+        return None
+    size_v = [int(v) for v in size_v.reshape(-1)]
+    sp = size_v[2:]
+    nsp = len(sp)
+    lines = []
+    for n in sp:
+        if n <= 1 and node.attrs["align_corners"]:
+            lines.append(np.full(n, -1.0))  # as ONNX's function body and reference
+        elif node.attrs["align_corners"]:
+            lines.append(np.linspace(-1.0, 1.0, n))
+        else:
+            lines.append((2 * np.arange(n) + 1) / n - 1)
+    mesh = np.meshgrid(*lines, indexing="ij")
+    base = np.stack([*reversed(mesh), np.ones(tuple(sp))], -1).reshape(-1, nsp + 1)  # (x, y[, z], 1)
+    (th,) = widen(rb, [theta])
+    base_c = rb.constant(base.astype(th.type.dtype.np), name="base_grid")
+    grid = op1(rb, "MatMul", base_c, op1(rb, "Transpose", th, perm=[0, 2, 1]))  # (N, P, nsp)
+    return [narrow(rb, reshape(rb, grid, [0, *sp, nsp]), theta.type.dtype)]
+
+
+# -- GridSample ------------------------------------------------------------------------------------
+
+def _f(rb, v, like):
+    return scalar(rb, v, like)
+
+
+def _trunc(rb, v):
+    """Round toward zero: floor of |v| with v's sign."""
+    neg = op1(rb, "Less", v, _f(rb, 0, v))
+    flo = op1(rb, "Floor", v)
+    up = op1(rb, "Sub", _f(rb, 0, v), op1(rb, "Floor", op1(rb, "Sub", _f(rb, 0, v), v)))
+    return op1(rb, "Where", neg, up, flo)
+
+
+def _reflect(rb, c, lo, hi):
+    """Fold coordinates into [lo, hi] by mirroring at the borders, repeatedly (the reference's)."""
+    span = hi - lo
+    if span <= 0:
+        return op1(rb, "Add", op1(rb, "Mul", c, _f(rb, 0, c)), _f(rb, lo, c))
+    below = op1(rb, "Less", c, _f(rb, lo, c))
+    above = op1(rb, "Greater", c, _f(rb, hi, c))
+    dx = op1(rb, "Where", below, op1(rb, "Sub", _f(rb, lo, c), c), op1(rb, "Sub", c, _f(rb, hi, c)))
+    n = op1(rb, "Floor", op1(rb, "Div", dx, _f(rb, span, c)))  # dx >= 0 wherever it is used
+    rem = op1(rb, "Sub", dx, op1(rb, "Mul", n, _f(rb, span, c)))
+    half = op1(rb, "Mul", n, _f(rb, 0.5, c))
+    even = op1(rb, "Equal", op1(rb, "Floor", half), half)
+    from_lo = op1(rb, "Add", _f(rb, lo, c), rem)
+    from_hi = op1(rb, "Sub", _f(rb, hi, c), rem)
+    return op1(rb, "Where", below, op1(rb, "Where", even, from_lo, from_hi),
+               op1(rb, "Where", above, op1(rb, "Where", even, from_hi, from_lo), c))
+
+
+def _keys(rb, t):
+    """Keys' cubic kernel (a = -0.75) at |t| <= 2, written for t >= 0."""
+    a = -0.75
+    near = op1(rb, "Add", op1(rb, "Mul", op1(rb, "Mul", op1(rb, "Sub", op1(rb, "Mul", t, _f(rb, a + 2, t)),
+                                                              _f(rb, a + 3, t)), t), t), _f(rb, 1, t))
+    far = op1(rb, "Sub", op1(rb, "Mul", op1(rb, "Add", op1(rb, "Mul", op1(rb, "Sub", op1(rb, "Mul", t, _f(rb, a, t)),
+                                                                        _f(rb, 5 * a, t)), t),
+                                        _f(rb, 8 * a, t)), t), _f(rb, 4 * a, t))
+    return op1(rb, "Where", op1(rb, "Greater", t, _f(rb, 1, t)), far, near)
+
+
+def _axis_taps(rb, gi, n, a):
+    """[(int64 index, float64 weight)] of one spatial axis of size n, grid coordinates gi."""
+    align, mode, padding = a["align_corners"], a["mode"], a["padding_mode"]
+    if align:
+        c = op1(rb, "Mul", op1(rb, "Div", op1(rb, "Add", gi, _f(rb, 1, gi)), _f(rb, 2, gi)), _f(rb, n - 1, gi))
+    else:
+        c = op1(rb, "Div", op1(rb, "Sub", op1(rb, "Mul", op1(rb, "Add", gi, _f(rb, 1, gi)), _f(rb, n, gi)),
+                               _f(rb, 1, gi)), _f(rb, 2, gi))
+    if mode == "nearest":
+        c = op1(rb, "Round", c)
+    c = op1(rb, "Cast", c, to=F64)  # the reference computes the coordinate in the grid's type
+    lo, hi = (0.0, n - 1.0) if align else (-0.5, n - 0.5)
+    if padding == "border":
+        clipped = op1(rb, "Min", op1(rb, "Max", c, _f(rb, 0, c)), _f(rb, n - 1, c))
+        out = op1(rb, "Or", op1(rb, "Less", c, _f(rb, lo, c)), op1(rb, "Greater", c, _f(rb, hi, c)))
+        c = op1(rb, "Where", out, clipped, c)
+    elif padding == "reflection":
+        c = _reflect(rb, c, lo, hi)
+    one = _f(rb, 1, c)
+    if mode == "nearest":
+        taps = [(_trunc(rb, c), one)]
+    else:
+        f = op1(rb, "Floor", c)
+        t = op1(rb, "Sub", c, f)
+        if mode == "linear":
+            taps = [(f, op1(rb, "Sub", one, t)), (op1(rb, "Add", f, one), t)]
+        else:
+            # taps f-1 .. f+2 at distances t+1, t, 1-t, 2-t
+            dist = [op1(rb, "Add", t, one), t, op1(rb, "Sub", one, t), op1(rb, "Sub", _f(rb, 2, c), t)]
+            taps = [(op1(rb, "Add", f, _f(rb, k, c)) if k else f, _keys(rb, s))
+                    for k, s in zip((-1, 0, 1, 2), dist)]
+    fixed = []
+    for j, w in taps:
+        if padding == "zeros":
+            inside = op1(rb, "And", op1(rb, "Not", op1(rb, "Less", j, _f(rb, 0, j))),
+                         op1(rb, "Not", op1(rb, "Greater", j, _f(rb, n - 1, j))))
+            w = op1(rb, "Where", inside, w, _f(rb, 0, w))
+        elif padding == "reflection":
+            j = _trunc(rb, _reflect(rb, j, lo, hi))
+        j = op1(rb, "Min", op1(rb, "Max", j, _f(rb, 0, j)), _f(rb, n - 1, j))
+        fixed.append((op1(rb, "Cast", j, to=dt.int64), w))
+    return fixed
+
+
+@lowering("GridSample")
+def lower_grid_sample(rb, node, ins):
+    x, grid = ins
+    xs, gs = x.type.shape, grid.type.shape
+    if not static(xs) or not static(gs):
+        return None
+    n, c, dims = xs[0], xs[1], list(xs[2:])
+    nsp, out_sp = len(dims), list(gs[1:-1])
+    ct = _compute_type(x.type.dtype)
+    (grid,) = widen(rb, [grid])  # the reference computes coordinates in float32 or float64
+    # per axis: the grid's coordinate for it (the grid lists the innermost axis first)
+    taps = []
+    for i in range(nsp):
+        gi = reshape(rb, strided(rb, grid, [nsp + 1], [nsp - 1 - i], [1], [1]), [n, *out_sp])
+        taps.append([(j, narrow(rb, w, ct)) for j, w in _axis_taps(rb, gi, dims[i], node.attrs)])
+    # The input as rows (N * spatial, C); a corner's row is n * prod(dims) + its flat position.
+    rows = op1(rb, "Transpose", x, perm=[0, *range(2, nsp + 2), 1])
+    rows = reshape(rb, narrow(rb, rows, ct), [n * math.prod(dims), c])
+    batch = rb.constant((np.arange(n, dtype=np.int64) * math.prod(dims)).reshape((n,) + (1,) * len(out_sp)),
+                        name="rows")
+    flat = [math.prod(dims[i + 1:]) for i in range(nsp)]
+    acc = None
+    for combo in itertools.product(*taps):
+        idx = chain(rb, "Add", [batch] + [op1(rb, "Mul", j, rb.constant(np.int64(f), name="stride"))
+                                          if f != 1 else j for (j, _), f in zip(combo, flat)])
+        weight = reshape(rb, chain(rb, "Mul", [w for _, w in combo]), [n, *out_sp, 1])
+        term = op1(rb, "Mul", op1(rb, "Gather", rows, idx, axis=0), weight)  # (N, *out, C)
+        acc = term if acc is None else op1(rb, "Add", acc, term)
+    y = op1(rb, "Transpose", acc, perm=[0, nsp + 1, *range(1, nsp + 1)])
+    return [_to_type(rb, y, x.type.dtype)]
+
+
+def _to_type(rb, y, dtype):
+    # The reference casts its float64 result with astype: integers truncate toward zero.
+    return narrow(rb, y, dtype)
