@@ -195,6 +195,7 @@ class Importer:
             else:
                 t = self.vtype(vi.type, f"graph input '{vi.name}'")
             scope.bind(vi.name, b.input(vi.name, t))
+        scope.declared = {vi.name: vi.type for vi in list(g.value_info) + list(g.output)}
         self.import_nodes(g.node, scope)
         outs = []
         for vi in g.output:
@@ -217,7 +218,38 @@ class Importer:
                 outs = self.import_node(node, inputs, scope)
             for oname, v in zip(node.output, outs):
                 if oname:
+                    if oname in scope.declared and v is not None and v.node is not None:
+                        self._refine(v, scope.declared[oname], node)
                     scope.bind(oname, v)
+
+    def _refine(self, v: Value, tp: onnx.TypeProto, node):
+        """Use the model's declared type (value_info, graph outputs) where inference knows less.
+
+        Inference stays the authority: a declared type may only fill in unknown dims, and one that
+        contradicts the inferred type is an error naming the node.
+        """
+        if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape") or \
+                not isinstance(v.type, dt.TensorType):
+            return
+        try:
+            declared = self.vtype(tp, f"value '{v.name}'")
+        except GlowError:
+            return
+        have = v.type
+        where = f"node '{node.name or node.op_type}' ({node.op_type})"
+        if declared.dtype != have.dtype:
+            raise GraphError(f"{where}: output '{v.name}' is declared {declared} but computes {have}")
+        if have.shape is None:
+            v.type = dt.TensorType(declared.shape, have.dtype)
+            return
+        if len(declared.shape) != len(have.shape):
+            raise GraphError(f"{where}: output '{v.name}' is declared {declared} but computes {have}")
+        dims = []
+        for d, h in zip(declared.shape, have.shape):
+            if isinstance(h, int) and isinstance(d, int) and d != h:
+                raise GraphError(f"{where}: output '{v.name}' is declared {declared} but computes {have}")
+            dims.append(h if isinstance(h, int) or not isinstance(d, int) else d)
+        v.type = dt.TensorType(tuple(dims), have.dtype)
 
     def import_node(self, node: onnx.NodeProto, inputs, scope: Scope) -> list[Value]:
         opdef = find_onnx_op(node.op_type, node.domain)
@@ -354,6 +386,7 @@ class Scope:
         self.builder = builder
         self.parent = parent
         self.names: dict[str, Value | None] = names if names is not None else {}
+        self.declared: dict[str, onnx.TypeProto] = {}  # the graph's value_info and output types
 
     def bind(self, name: str, v: Value):
         self.names[name] = v

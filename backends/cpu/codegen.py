@@ -28,7 +28,6 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 import numpy as np
-
 from glow import dtypes as dt
 from glow.errors import BackendError
 from glow.ir.instr import ACTIVATION, INPUT, OUTPUT, WEIGHT, Instr, IRFunction, overlaps
@@ -157,7 +156,8 @@ def weight_data(o) -> np.ndarray | None:
 
 _LTYPES = {
     dt.float32: ir.FloatType(), dt.float64: ir.DoubleType(), dt.float16: ir.HalfType(),
-    dt.int8: I8, dt.uint8: I8, dt.bool_: I8, dt.int16: ir.IntType(16), dt.uint16: ir.IntType(16),
+    dt.bfloat16: ir.IntType(16), dt.int8: I8, dt.uint8: I8, dt.bool_: I8, dt.int16: ir.IntType(16),
+    dt.uint16: ir.IntType(16),
     dt.int32: ir.IntType(32), dt.uint32: ir.IntType(32), dt.int64: I64, dt.uint64: I64,
 }
 

@@ -9,5 +9,5 @@
 """
 
 from .driver import MEMORY_BLOWUP_LIMIT, lower_to_supported, supports_floor  # noqa: F401
-from .floor import FLOOR, floor_ops  # noqa: F401
+from .floor import FLOOR, HOST_GROUPS, HOST_OPS, floor_ops, is_host_op  # noqa: F401
 from .registry import LOWERINGS, lowering, rule_for  # noqa: F401

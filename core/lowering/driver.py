@@ -9,7 +9,7 @@ from .. import dtypes as dt
 from ..errors import GraphError, LoweringError
 from ..graph import Graph, Node
 from ..rewrite import rebuild
-from .floor import FLOOR
+from .floor import FLOOR, is_host_op
 from .registry import rule_for
 
 #: No value created by lowering one node may be larger than this many times the largest input or
@@ -18,9 +18,12 @@ MEMORY_BLOWUP_LIMIT = 16
 MAX_ROUNDS = 64
 
 
-def supports_floor(node: Node) -> bool:
+def supports_floor(node: Node, host: bool = True) -> bool:
     """The floor's own predicate: its ops, with Max/Min in their binary form and Pad in constant
-    mode (reflect/edge/wrap lower to Slice/Concat)."""
+    mode (reflect/edge/wrap lower to Slice/Concat); with `host`, host ops too (they have no
+    lowering and run on the host whatever the backend)."""
+    if host and is_host_op(node.op):
+        return True
     name = node.op.name
     if name in ("Max", "Min"):
         return len(node.inputs) == 2

@@ -22,3 +22,17 @@ FLOOR = frozenset(op for ops in FLOOR_GROUPS.values() for op in ops)
 
 def floor_ops() -> list[str]:
     return sorted(FLOOR)
+
+
+#: Host ops: not tensor arithmetic at all (strings, sequences and optionals, random draws, image
+#: decoding) or with output shapes that depend on the data (NonZero, Unique, Compress,
+#: NonMaxSuppression). They have no lowering; they run where host code runs (the reference
+#: interpreter, which the partitioner uses as the host device), next to any backend's floor.
+HOST_GROUPS = frozenset({"string", "sequence", "random"})
+HOST_OPS = frozenset({"NonZero", "Unique", "Compress", "NonMaxSuppression", "ImageDecoder",
+                      "TfIdfVectorizer"})
+
+
+def is_host_op(op) -> bool:
+    """Whether an OpDef is a host op (see HOST_GROUPS / HOST_OPS)."""
+    return op.name in HOST_OPS or bool(op.groups & HOST_GROUPS)

@@ -177,16 +177,28 @@ def correlate(rb, x, w, group, out, strides, dilations, pb, budget):
 
 
 def _im2col(rb, tap, w, g, c, m, kernel, out, parts):
-    # Patch rows are ordered channel-major, kernel-position-minor: the order of w's own layout.
     cg, mg, kk, p = c // g, m // g, math.prod(kernel), math.prod(out)
     positions = kernel_positions(kernel)
-    w2 = reshape(rb, w, [g, mg, cg, kk])
+    if g == 1:
+        # Taps stacked along the channel axis (one copy, no per-tap reshape): patch rows are
+        # kernel-position-major, so the weights are transposed to (M, taps, C) to match.
+        w2 = op1(rb, "Transpose", reshape(rb, w, [m, c, kk]), perm=[0, 2, 1])
+    else:
+        # Rows channel-major, kernel-position-minor (w's own layout), so that groups stay a
+        # leading batch dim of the MatMul.
+        w2 = reshape(rb, w, [g, mg, cg, kk])
     acc = None
     for part in parts:
-        cols = [reshape(rb, tap(positions[j]), [0, c, 1, p]) for j in part]
-        cols = reshape(rb, concat(rb, cols, 2), [0, g, cg * len(part), p])
-        wk = w2 if len(part) == kk else strided(rb, w2, [3], [part[0]], [len(part)], [1])
-        y = op1(rb, "MatMul", reshape(rb, wk, [g, mg, cg * len(part)]), cols)  # (N, g, mg, P)
+        kc = len(part)
+        if g == 1:
+            cols = reshape(rb, concat(rb, [tap(positions[j]) for j in part], 1), [0, kc * c, p])
+            wk = w2 if kc == kk else strided(rb, w2, [1], [part[0]], [kc], [1])
+            y = op1(rb, "MatMul", reshape(rb, wk, [m, kc * c]), cols)  # (N, M, P)
+        else:
+            cols = [reshape(rb, tap(positions[j]), [0, c, 1, p]) for j in part]
+            cols = reshape(rb, concat(rb, cols, 2), [0, g, cg * kc, p])
+            wk = w2 if kc == kk else strided(rb, w2, [3], [part[0]], [kc], [1])
+            y = op1(rb, "MatMul", reshape(rb, wk, [g, mg, cg * kc]), cols)  # (N, g, mg, P)
         acc = y if acc is None else op1(rb, "Add", acc, y)
     return acc
 

@@ -4,8 +4,9 @@ Normalizer, Imputer, ArrayFeatureExtractor, FeatureVectorizer, OneHotEncoder, La
 
 The references compute in float64 and round once to float32; the rules do the same, so results
 agree to the last bit or to rounding. Model parameters (coefficients, categories, tables) are
-attributes, so they become constants. No rule for the string forms (LabelEncoder and
-OneHotEncoder over strings: host-only data) nor for the tree ensembles.
+attributes, so they become constants (LinearClassifier's labels too: its string labels are one
+Gather from a constant table). No rule for LabelEncoder and OneHotEncoder over strings (host-only
+data) nor for the tree ensembles.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .. import dtypes as dt
 from ..ops._ml_trees import TRANSFORMS
 from ..ops.ml import _cats, _imputer_values, _label_table, _lincls_model, _linear_weights, _per_feature
 from ._build import ints
-from .rules_attention import lowering_in_domain
+from .registry import lowering
 
 F64 = dt.float64
 ML = "ai.onnx.ml"
@@ -44,7 +45,7 @@ def reshape(rb, v, shape):
 def rows_of(rb, x):
     """x as [N, F] float64 rows (a 1-D x is one row); None unless F is static."""
     shape = x.type.shape
-    if shape is None or not isinstance(shape[-1], int) or len(shape) > 2:
+    if not shape or not isinstance(shape[-1], int) or len(shape) > 2:
         return None
     xf = cast(rb, x, F64)
     return reshape(rb, xf, [1, shape[0]]) if len(shape) == 1 else xf
@@ -52,7 +53,7 @@ def rows_of(rb, x):
 
 # -- elementwise and per-feature ops ---------------------------------------------------------------
 
-@lowering_in_domain("Binarizer", ML)
+@lowering("Binarizer", ML)
 def lower_binarizer(rb, node, ins):
     # x > threshold as NumPy compares: in x's type for floats, in float64 for integers.
     (x,) = ins
@@ -62,7 +63,7 @@ def lower_binarizer(rb, node, ins):
     return [cast(rb, above, t)]
 
 
-@lowering_in_domain("Scaler", ML)
+@lowering("Scaler", ML)
 def lower_scaler(rb, node, ins):
     (x,) = ins
     shape = x.type.shape
@@ -77,7 +78,7 @@ def lower_scaler(rb, node, ins):
     return [cast(rb, y, dt.float32)]
 
 
-@lowering_in_domain("Normalizer", ML)
+@lowering("Normalizer", ML)
 def lower_normalizer(rb, node, ins):
     # Each row divided by its max, L1 or L2 norm; rows whose divisor is 0 are kept as they are.
     (x,) = ins
@@ -99,7 +100,7 @@ def lower_normalizer(rb, node, ins):
     return [cast(rb, op1(rb, "Where", zero, xf, op1(rb, "Div", xf, d)), dt.float32)]
 
 
-@lowering_in_domain("Imputer", ML)
+@lowering("Imputer", ML)
 def lower_imputer(rb, node, ins):
     (x,) = ins
     t = x.type.dtype
@@ -117,7 +118,7 @@ def lower_imputer(rb, node, ins):
 
 # -- feature selection and assembly ----------------------------------------------------------------
 
-@lowering_in_domain("ArrayFeatureExtractor", ML)
+@lowering("ArrayFeatureExtractor", ML)
 def lower_array_feature_extractor(rb, node, ins):
     # A Gather along the last axis; a 1-D X gives one row.
     x, idx = ins
@@ -128,7 +129,7 @@ def lower_array_feature_extractor(rb, node, ins):
     return [reshape(rb, y, [1, -1]) if len(shape) == 1 else y]
 
 
-@lowering_in_domain("FeatureVectorizer", ML)
+@lowering("FeatureVectorizer", ML)
 def lower_feature_vectorizer(rb, node, ins):
     # Each input as [N, C] float64 rows, cut or zero-padded to its declared width, side by side.
     parts = []
@@ -148,7 +149,7 @@ def lower_feature_vectorizer(rb, node, ins):
     return [cast(rb, y, dt.float32)]
 
 
-@lowering_in_domain("OneHotEncoder", ML)
+@lowering("OneHotEncoder", ML)
 def lower_one_hot_encoder(rb, node, ins):
     # x (float inputs truncated to integers) compared with every category along a new last axis.
     # zeros=0 turns an unknown category into a run-time error, which the floor cannot raise.
@@ -164,7 +165,7 @@ def lower_one_hot_encoder(rb, node, ins):
     return [cast(rb, hot, dt.float32)]
 
 
-@lowering_in_domain("LabelEncoder", ML)
+@lowering("LabelEncoder", ML)
 def lower_label_encoder(rb, node, ins):
     # Numeric keys: a binary search of the sorted keys (log2(keys) Gather/compare steps, each the
     # size of x), then the matching value or the default. String tables stay on the host.
@@ -258,7 +259,7 @@ def _affine(rb, rows, w, b):
                rb.constant(b, name="b"))
 
 
-@lowering_in_domain("LinearRegressor", ML)
+@lowering("LinearRegressor", ML)
 def lower_linear_regressor(rb, node, ins):
     a = node.attrs
     rows = rows_of(rb, ins[0])
@@ -269,7 +270,7 @@ def lower_linear_regressor(rb, node, ins):
     return [cast(rb, y, dt.float32)]
 
 
-@lowering_in_domain("LinearClassifier", ML)
+@lowering("LinearClassifier", ML)
 def lower_linear_classifier(rb, node, ins):
     # Scores X W^T + b (two classes given one row score [-s, s]), post-transformed; the label
     # is the class of the first highest score, looked up in a constant table.

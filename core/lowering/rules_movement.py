@@ -224,9 +224,10 @@ def lower_center_crop_pad(rb, node, ins):
 
 
 def pad_in_floor_form(node) -> bool:
-    """The floor's Pad: constant mode, one known pad amount per axis (no `axes` input)."""
+    """The floor's Pad: constant mode with one pad amount per axis (no `axes` input). The pads are
+    an int64 tensor, usually a constant; rules that shift by run-time amounts pass computed ones."""
     ins = list(node.inputs) + [None] * 4
-    return node.attrs["mode"] == "constant" and ins[3] is None and ins[1].is_constant
+    return node.attrs["mode"] == "constant" and ins[3] is None
 
 
 def _pad_widths(pads, axes, rank):
@@ -237,25 +238,43 @@ def _pad_widths(pads, axes, rank):
     return widths
 
 
+def _full_pads(rb, pads, axes, rank):
+    """Pads for every axis from pads for the listed `axes`: constants when both are known, else
+    computed by matching each listed axis against every axis (an (n, rank) comparison)."""
+    pads_v, axes_v = known_ints(pads), known_ints(axes)
+    if pads_v is not None and axes_v is not None:
+        widths = _pad_widths(pads_v, axes_v, rank)
+        return ints(rb, [b for b, _ in widths] + [e for _, e in widths])
+    n = axes.type.shape[0] if axes.type.shape else None
+    if not isinstance(n, int):
+        return None
+    a = axes if axes.type.dtype == dt.int64 else rb.emit1("Cast", [axes], {"to": dt.int64})
+    a = reshape_to(rb, a, [1, n, 1])
+    a = rb.emit1("Where", [rb.emit1("Less", [a, ints(rb, [0])]), rb.emit1("Add", [a, ints(rb, [rank])]), a])
+    hot = rb.emit1("Equal", [a, rb.constant(np.arange(rank, dtype=np.int64).reshape(1, 1, rank), name="i")])
+    picked = rb.emit1("Where", [hot, reshape_to(rb, pads, [2, n, 1]), ints(rb, [0])])  # (2, n, rank)
+    full = rb.emit1("ReduceSum", [picked, ints(rb, [1])], {"keepdims": 0})
+    return reshape_to(rb, full, [2 * rank])
+
+
 @lowering("Pad")
 def lower_pad(rb, node, ins):
-    # Constant mode is normalised to the floor form (full pads, no axes). The other modes crop
-    # negative pads first and then read the kept window along each axis at the positions
-    # np.pad(arange(d), mode) gives, so every pad width behaves exactly like the reference.
+    # Constant mode with an `axes` input becomes the floor form (pads for every axis). The other
+    # modes crop negative pads first and then read the kept window along each axis at the
+    # positions np.pad(arange(d), mode) gives, so every pad width behaves like the reference.
     x, pads, value, axes = (list(ins) + [None] * 4)[:4]
     rank = x.type.rank
-    pads, axes_v = known_ints(pads), known_ints(axes)
-    if rank is None or pads is None or (axes is not None and axes_v is None):
-        return None
-    widths = _pad_widths(pads, axes_v, rank)
     mode = node.attrs["mode"]
+    if rank is None or (mode == "constant" and pad_in_floor_form(node)):
+        return None
     if mode == "constant":
-        if pad_in_floor_form(node):
-            return None
-        full = [b for b, _ in widths] + [e for _, e in widths]
-        return [rb.emit1("Pad", [x, ints(rb, full), value], {"mode": "constant"})]
+        full = _full_pads(rb, pads, axes, rank)
+        return None if full is None else [rb.emit1("Pad", [x, full, value], {"mode": "constant"})]
+    pads, axes_v = known_ints(pads), known_ints(axes)
+    if pads is None or (axes is not None and axes_v is None):
+        return None  # which elements are repeated depends on run-time values
     y = x
-    for a, (b, e) in enumerate(widths):
+    for a, (b, e) in enumerate(_pad_widths(pads, axes_v, rank)):
         d = x.type.shape[a]
         if b == e == 0:
             continue

@@ -1,11 +1,13 @@
-"""Lowering rules for pooling: MaxPool (with Indices), AveragePool, LpPool and the Global pools.
+"""Lowering rules for pooling: MaxPool (with Indices), AveragePool, LpPool, the Global pools and
+RoiAlign (with a fixed sampling_ratio).
 
 A windowed reduction pads the input once (-inf, or the type's minimum, for max; 0 for sums) and
 then reduces one spatial axis at a time: max and sum over a box are separable, so a k x k window
 costs 2k strided Slices and binary ops instead of k^2. Windows that tile the input (stride ==
-kernel, no dilation, e.g. 2x2/2) are a Reshape that splits every axis into (out, kernel) and one
-ReduceMax/ReduceSum. Averages divide by a constant table of per-window tap counts (or one
-number when all windows count the same). Global pools are plain reductions over the spatial axes.
+kernel, no dilation, e.g. 2x2/2, or a single window per axis) are a Reshape that splits every
+axis into (out, kernel) and one ReduceMax/ReduceSum. Averages divide by a constant table of
+per-window tap counts (or one number when all windows count the same). Global pools are plain
+reductions over the spatial axes.
 
 MaxPool's Indices output follows the same axis-by-axis reduction with Greater/Where, carrying the
 flat offset of the winning tap; processing the last axis first keeps the reference's tie rule
@@ -20,6 +22,7 @@ import math
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..ops.conv import out_extents, window_attrs
 from ._build import ints, scalar
 from .registry import lowering
@@ -52,8 +55,9 @@ def window_reduce(rb, x, geo, op, reduce_op, fill):
     nsp = len(kernel)
     xp, origin = pad_windows(rb, x, kernel, s, d, out, pb, fill)
     axes = [2 + i for i in range(nsp)]
-    if all(d[i] == 1 and s[i] == kernel[i] for i in range(nsp)):
-        # Tiling windows: split each axis into (out, kernel) and reduce the kernel axes.
+    if all(d[i] == 1 and (s[i] == kernel[i] or out[i] == 1) for i in range(nsp)):
+        # Tiling windows (or a single window): split each axis into (out, kernel), reduce the
+        # kernel axes.
         xc = strided(rb, xp, axes, origin, [out[i] * kernel[i] for i in range(nsp)], [1] * nsp)
         split = reshape(rb, xc, [0, 0] + [v for i in range(nsp) for v in (out[i], kernel[i])])
         return op1(rb, reduce_op, split, ints(rb, [3 + 2 * i for i in range(nsp)]), keepdims=0)
@@ -222,3 +226,115 @@ def lower_global_lppool(rb, node, ins):
     acc = op1(rb, "ReduceSum", _abs_pow(rb, xw, p), _spatial_axes(rb, x), keepdims=1)
     return [narrow(rb, _root(rb, acc, p), x.type.dtype)]
 
+
+
+# -- RoiAlign --------------------------------------------------------------------------------------
+
+@lowering("RoiAlign")
+def lower_roi_align(rb, node, ins):
+    # With a fixed sampling_ratio every bin takes sr x sr bilinear samples at positions computed
+    # from the (run-time) rois with elementwise ops, in float64 as the reference, so that floor
+    # decisions agree. Average: separable, as dense (bins x pixels) weight matrices per roi that
+    # also pick the roi's image: one MatMul over (image, row), one over columns. Max: per sample
+    # row, one Gather of input rows (N * H * W, C) at every (column sample, corner), then ReduceMax.
+    # sampling_ratio 0 (adaptive: ceil(roi size / bins) samples) makes the sample count depend
+    # on the data: no rule.
+    x, rois, batch = ins
+    a = node.attrs
+    sr = a["sampling_ratio"]
+    if sr < 1 or not static(x.type.shape) or not static(rois.type.shape):
+        return None
+    n, c, h, w = x.type.shape
+    r = rois.type.shape[0]
+    ph, pw = a["output_height"], a["output_width"]
+    half = a["coordinate_transformation_mode"] == "half_pixel"
+    f64 = dt.float64
+    ct = dt.float64 if x.type.dtype == f64 else dt.float32
+    rv = op1(rb, "Cast", rois, to=f64)
+
+    def column(i):  # roi coordinate i, scaled and shifted: (R, 1, 1)
+        v = reshape(rb, strided(rb, rv, [1], [i], [1], [1]), [r, 1, 1])
+        v = op1(rb, "Mul", v, scalar(rb, a["spatial_scale"], v))
+        return op1(rb, "Sub", v, scalar(rb, 0.5, v)) if half else v
+
+    x1, y1, x2, y2 = (column(i) for i in range(4))
+    taps = []
+    for lo, hi, bins, size in ((y1, y2, ph, h), (x1, x2, pw, w)):
+        extent = op1(rb, "Sub", hi, lo)
+        if not half:  # the legacy mode forces malformed rois to 1x1
+            extent = op1(rb, "Max", extent, scalar(rb, 1.0, extent))
+        b = op1(rb, "Div", extent, scalar(rb, bins, extent))
+        start = op1(rb, "Mul", rb.constant(np.arange(bins, dtype=np.float64)[:, None], name="bins"), b)
+        step = op1(rb, "Div", op1(rb, "Mul", rb.constant((np.arange(sr) + 0.5)[None, :], name="samples"), b),
+                   scalar(rb, sr, b))
+        taps.append(_roi_taps(rb, op1(rb, "Add", op1(rb, "Add", lo, start), step), size))  # (R, bins, sr)
+    if a["mode"] == "avg":
+        y = _roi_average(rb, x, batch, taps, (n, c, h, w), r, ph, pw, ct)
+        y = op1(rb, "Div", y, scalar(rb, sr * sr, y))
+    else:
+        y = _roi_max(rb, x, batch, taps, (n, c, h, w), r, ph, pw, sr, ct)
+    return [narrow(rb, y, x.type.dtype)]
+
+
+def _roi_taps(rb, pos, size):
+    """RoiAlign's border rules (as the reference's _bilinear_taps): [(low, w_low), (high, w_high)];
+    samples over a pixel outside the map weigh 0, the rest clamp to the border."""
+    def f(v):
+        return scalar(rb, v, pos)
+
+    valid = op1(rb, "And", op1(rb, "Not", op1(rb, "Less", pos, f(-1.0))),
+                op1(rb, "Not", op1(rb, "Greater", pos, f(size))))
+    p = op1(rb, "Max", pos, f(0.0))
+    low = op1(rb, "Floor", p)
+    at_end = op1(rb, "Not", op1(rb, "Less", low, f(size - 1)))
+    low = op1(rb, "Where", at_end, f(size - 1), low)
+    high = op1(rb, "Where", at_end, f(size - 1), op1(rb, "Add", low, f(1.0)))
+    frac = op1(rb, "Sub", op1(rb, "Where", at_end, low, p), low)
+    w_low = op1(rb, "Where", valid, op1(rb, "Sub", f(1.0), frac), f(0.0))
+    w_high = op1(rb, "Where", valid, frac, f(0.0))
+    return [(low, w_low), (high, w_high)]
+
+
+def _roi_matrix(rb, taps, size, r, bins, ct):
+    """Dense (R, bins, size) weights: the sum of every sample's corner weights per pixel."""
+    pixels = rb.constant(np.arange(size, dtype=np.float64), name="pixels")
+    parts = []
+    for idx, wt in taps:  # (R, bins, sr)
+        hit = op1(rb, "Equal", reshape(rb, idx, [r, bins, -1, 1]), pixels)
+        parts.append(op1(rb, "Where", hit, reshape(rb, wt, [r, bins, -1, 1]), scalar(rb, 0.0, wt)))
+    m = op1(rb, "ReduceSum", op1(rb, "Add", *parts), ints(rb, [2]), keepdims=0)
+    return narrow(rb, m, ct)
+
+
+def _roi_average(rb, x, batch, taps, shape, r, ph, pw, ct):
+    n, c, h, w = shape
+    ay = _roi_matrix(rb, taps[0], h, r, ph, ct)  # (R, ph, H)
+    ax = _roi_matrix(rb, taps[1], w, r, pw, ct)  # (R, pw, W)
+    pick = op1(rb, "Cast", op1(rb, "Equal", reshape(rb, batch, [r, 1]), ints(rb, range(n))), to=ct)  # (R, N)
+    ay = reshape(rb, op1(rb, "Mul", reshape(rb, ay, [r, ph, 1, h]), reshape(rb, pick, [r, 1, n, 1])),
+                 [r, ph, n * h])
+    xr = reshape(rb, op1(rb, "Transpose", narrow(rb, x, ct), perm=[0, 2, 1, 3]), [n * h, c * w])
+    rows = reshape(rb, op1(rb, "MatMul", ay, xr), [r, ph, c, w])
+    y = op1(rb, "MatMul", rows, op1(rb, "Transpose", reshape(rb, ax, [r, 1, pw, w]), perm=[0, 1, 3, 2]))
+    return op1(rb, "Transpose", y, perm=[0, 2, 1, 3])  # (R, C, ph, pw)
+
+
+def _roi_max(rb, x, batch, taps, shape, r, ph, pw, sr, ct):
+    n, c, h, w = shape
+    rows = reshape(rb, op1(rb, "Transpose", narrow(rb, x, ct), perm=[0, 2, 3, 1]), [n * h * w, c])
+    first = op1(rb, "Mul", reshape(rb, batch, [r, 1, 1, 1, 1]), ints(rb, [h * w]))
+    xs = [(reshape(rb, op1(rb, "Cast", i, to=dt.int64), [r, 1, pw, sr, 1]), reshape(rb, wt, [r, 1, pw, sr, 1]))
+          for i, wt in taps[1]]
+    x_idx = op1(rb, "Concat", *[i for i, _ in xs], axis=4)  # (R, 1, pw, sr, 2)
+    x_wt = op1(rb, "Concat", *[wt for _, wt in xs], axis=4)
+    acc = None
+    for idx, wt in taps[0]:  # (R, ph, sr)
+        for g in range(sr):
+            yi = reshape(rb, op1(rb, "Cast", strided(rb, idx, [2], [g], [1], [1]), to=dt.int64), [r, ph, 1, 1, 1])
+            wy = reshape(rb, strided(rb, wt, [2], [g], [1], [1]), [r, ph, 1, 1, 1])
+            flat = op1(rb, "Add", op1(rb, "Add", first, op1(rb, "Mul", yi, ints(rb, [w]))), x_idx)
+            weight = narrow(rb, op1(rb, "Mul", wy, x_wt), ct)  # (R, ph, pw, sr, 2)
+            v = op1(rb, "Mul", op1(rb, "Gather", rows, flat, axis=0), reshape(rb, weight, [r, ph, pw, sr, 2, 1]))
+            best = op1(rb, "ReduceMax", v, ints(rb, [3, 4]), keepdims=0)  # (R, ph, pw, C)
+            acc = best if acc is None else op1(rb, "Max", acc, best)
+    return op1(rb, "Transpose", acc, perm=[0, 3, 1, 2])

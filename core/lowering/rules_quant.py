@@ -27,8 +27,8 @@ def op1(rb, op, *inputs, **attrs):
     return rb.emit1(op, list(inputs), attrs or None)
 
 
-def cast(rb, v, to, **attrs):
-    return v if v.type.dtype == to and not attrs else op1(rb, "Cast", v, to=to, **attrs)
+def cast(rb, v, to):
+    return v if v.type.dtype == to else op1(rb, "Cast", v, to=to)
 
 
 def const(rb, value, dtype):
@@ -242,13 +242,16 @@ def lower_qlinear_matmul(rb, node, ins):
         return None
     rank = len(a.type.shape)
     f64 = dt.float64
+    row_scale = row_param(rb, cast(rb, a_s, f64), rank)
+    if row_scale is None or a_zp.type.shape is None:
+        return None
     if a.type.dtype in INT8S and b.type.dtype in INT8S:
         acc = cast(rb, rb.emit1("MatMulInteger", [a, b, a_zp, b_zp]), f64)
     else:
         ca = op1(rb, "Sub", cast(rb, a, f64), row_param(rb, cast(rb, a_zp, f64), rank))
         cb = op1(rb, "Sub", cast(rb, b, f64), cast(rb, b_zp, f64))
         acc = op1(rb, "MatMul", ca, cb)
-    scale = op1(rb, "Mul", row_param(rb, cast(rb, a_s, f64), rank), cast(rb, b_s, f64))
+    scale = op1(rb, "Mul", row_scale, cast(rb, b_s, f64))
     return [requantize(rb, acc, scale, y_s, y_zp)]
 
 

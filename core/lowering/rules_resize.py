@@ -4,9 +4,11 @@ Resize is separable: each resized axis is resampled on its own. The taps (input 
 weights of every output position depend only on the shapes and attributes, so they are computed
 here at lowering time with the op's own helpers (ops/resize.py) and become constants: nearest is
 one Gather per axis; linear and cubic (antialiased or not) are one Gather of all T taps (an
-(out, T) index table), a Mul by the (out, T) weights and a ReduceSum over the taps. Results are
-computed in float32 (float64 for float64 and integer data, as the reference, which then rounds
-integers half to even and saturates them).
+(out, T) index table), a Mul by the (out, T) weights and a ReduceSum over the taps (or, where that
+table of samples would be too big, one Gather per tap, accumulated). Results are computed in
+float32 (float64 for float64 and integer data, as the reference, which then rounds integers half
+to even and saturates them). scales/sizes (and roi) must be known when lowering: they decide the
+output shape. An axis with a scale of exactly 1 is left alone, so a dynamic batch dim is fine.
 
 GridSample reads data-dependent positions: the sampling coordinates are computed from the grid
 with elementwise ops (in float64, as the reference, so that floor/round decisions agree), and
@@ -24,8 +26,9 @@ import numpy as np
 from .. import dtypes as dt
 from ..ops.resize import _LEGACY, _plan, _source_coords, _taps
 from ._build import ints, scalar
+from .driver import MEMORY_BLOWUP_LIMIT
 from .registry import lowering
-from .rules_conv import HALF, chain, narrow, op1, pad, reshape, static, strided, widen
+from .rules_conv import HALF, chain, narrow, nbytes, op1, pad, reshape, static, strided, widen
 
 F64 = dt.float64
 
@@ -54,11 +57,17 @@ def lower_resize(rb, node, ins):
     if shape is None or (scales_v is None) == (sizes_v is None):
         return None  # the output size is only known at run time
     r = len(shape)
+    ctm = a["coordinate_transformation_mode"]
     axes = list(range(r)) if not a["axes"] else [ax % r for ax in a["axes"]]
+    if scales_v is not None and ctm != "tf_crop_and_resize":
+        # A scale of exactly 1 leaves its axis alone, whatever its (e.g. dynamic batch) size.
+        keep = [i for i, ax in enumerate(axes) if scales_v.reshape(-1)[i] != 1 or isinstance(shape[ax], int)]
+        if not keep:
+            return [op1(rb, "Identity", x)]
+        axes, scales_v = [axes[i] for i in keep], scales_v.reshape(-1)[keep]
     if not static([shape[ax] for ax in axes]):
         return None
-    out, scale, axes = _plan(ValueError, shape, scales_v, sizes_v, a["axes"], a["keep_aspect_ratio_policy"])
-    ctm = a["coordinate_transformation_mode"]
+    out, scale, axes = _plan(ValueError, shape, scales_v, sizes_v, axes, a["keep_aspect_ratio_policy"])
     rois = [(0.0, 1.0)] * r
     if ctm == "tf_crop_and_resize":
         rv = _known(roi)
@@ -69,8 +78,10 @@ def lower_resize(rb, node, ins):
             rois[ax] = (rv[i], rv[len(axes) + i])
     nearest = a["mode"] == "nearest"
     dtype = x.type.dtype
-    data = x if nearest else op1(rb, "Cast", x, to=_compute_type(dtype)) if dtype != _compute_type(dtype) else x
+    data = x if nearest else narrow(rb, x, _compute_type(dtype))
     outside = np.zeros((1,) * r, bool)
+    out_bytes = math.prod(d if isinstance(d, int) else 1 for d in out) * dtype.itemsize
+    limit = MEMORY_BLOWUP_LIMIT * max(nbytes(x), out_bytes)  # the driver's bound for this node
     for ax in axes:
         n_in, n_out = shape[ax], out[ax]
         if n_out == n_in and math.isclose(scale[ax], 1.0) and rois[ax] == (0.0, 1.0):
@@ -84,7 +95,7 @@ def lower_resize(rb, node, ins):
             mask_shape[ax] = n_out
             outside = outside | ((xs < 0) | (xs > n_in - 1)).reshape(mask_shape)
         idx, w = _taps(xs, n_in, scale[ax], a)
-        data = _nearest_axis(rb, data, ax, idx[:, 0]) if w is None else _weighted_axis(rb, data, ax, idx, w)
+        data = _nearest_axis(rb, data, ax, idx[:, 0]) if w is None else _weighted_axis(rb, data, ax, idx, w, limit)
     if outside.any():
         fill = scalar(rb, np.asarray(a["extrapolation_value"]).astype(data.type.dtype.np), data)
         data = op1(rb, "Where", rb.constant(outside, name="outside"), fill, data)
@@ -97,14 +108,21 @@ def _nearest_axis(rb, data, ax, idx):
     return op1(rb, "Gather", data, rb.constant(idx.astype(np.int64), name="taps"), axis=ax)
 
 
-def _weighted_axis(rb, data, ax, idx, w):
+def _weighted_axis(rb, data, ax, idx, w, limit):
     # Taps whose weight is 0 at every output position (filter edges) are dropped.
     used = np.abs(w).sum(0) != 0
     idx, w = idx[:, used], w[:, used]
-    r = len(data.type.shape)
-    g = op1(rb, "Gather", data, rb.constant(idx.astype(np.int64), name="taps"), axis=ax)
-    wc = rb.constant(w.reshape(w.shape + (1,) * (r - ax - 1)).astype(data.type.dtype.np), name="weights")
-    return op1(rb, "ReduceSum", op1(rb, "Mul", g, wc), ints(rb, [ax + 1]), keepdims=0)
+    r, (n_out, taps) = len(data.type.shape), w.shape
+    wide = w.reshape(w.shape + (1,) * (r - ax - 1)).astype(data.type.dtype.np)
+    if nbytes(data) // data.type.shape[ax] * n_out * taps <= limit // 2:
+        # All taps in one Gather: (.., out, T, ..), weighted and summed over T.
+        g = op1(rb, "Gather", data, rb.constant(idx.astype(np.int64), name="taps"), axis=ax)
+        weighted = op1(rb, "Mul", g, rb.constant(wide, name="weights"))
+        return op1(rb, "ReduceSum", weighted, ints(rb, [ax + 1]), keepdims=0)
+    # Too big at once (e.g. 8-bit data computed in float64): one Gather per tap, accumulated.
+    terms = [op1(rb, "Mul", op1(rb, "Gather", data, rb.constant(idx[:, t].astype(np.int64), name="taps"), axis=ax),
+                 rb.constant(wide[:, t], name="weights")) for t in range(taps)]
+    return chain(rb, "Add", terms)
 
 
 def _empty_axis(rb, data, ax, n_out):
@@ -271,8 +289,10 @@ def lower_grid_sample(rb, node, ins):
     for combo in itertools.product(*taps):
         idx = chain(rb, "Add", [batch] + [op1(rb, "Mul", j, rb.constant(np.int64(f), name="stride"))
                                           if f != 1 else j for (j, _), f in zip(combo, flat)])
-        weight = reshape(rb, chain(rb, "Mul", [w for _, w in combo]), [n, *out_sp, 1])
-        term = op1(rb, "Mul", op1(rb, "Gather", rows, idx, axis=0), weight)  # (N, *out, C)
+        term = op1(rb, "Gather", rows, idx, axis=0)  # (N, *out, C)
+        weights = [w for _, w in combo if w.type.shape]  # nearest without zeros padding: all 1
+        if weights:
+            term = op1(rb, "Mul", term, reshape(rb, chain(rb, "Mul", weights), [n, *out_sp, 1]))
         acc = term if acc is None else op1(rb, "Add", acc, term)
     y = op1(rb, "Transpose", acc, perm=[0, nsp + 1, *range(1, nsp + 1)])
     return [_to_type(rb, y, x.type.dtype)]

@@ -207,12 +207,13 @@ def _select_axis(rb, axis_in, rank, candidates, ys, shapes):
 
 @lowering("STFT")
 def lower_stft(rb, node, ins):
-    # Frames are one Gather of constant sample positions ([frames, frame_length]), windowed by a
-    # broadcast Mul, then one MatMul with the (one-sided) DFT matrix of a frame.
+    # Frames are one Gather of sample positions ([frames, frame_length]: a constant, or with a
+    # run-time frame_step a run-time ramp of frame starts), windowed by a broadcast Mul, then one
+    # MatMul with the (one-sided) DFT matrix of a frame. The frame length must be known: it sizes
+    # that matrix.
     signal, step_in, window, length_in = (list(ins) + [None, None])[:4]
     shape = static_shape(signal)
-    step = known_scalar(step_in)
-    if shape is None or step is None or (length_in is not None and known_scalar(length_in) is None):
+    if shape is None or (length_in is not None and known_scalar(length_in) is None):
         return None
     batch, length, c = shape
     onesided = node.attrs["onesided"]
@@ -220,14 +221,22 @@ def lower_stft(rb, node, ins):
     fl = known_scalar(length_in) if length_in is not None else wlen if window is not None else length
     if not isinstance(fl, int):
         return None
+    step = known_scalar(step_in)
     frames, bins = _stft_geometry(length, step, wlen, fl, onesided, c, ValueError)
     ct = compute_type(signal)
     m = dft_matrix(fl, c, fl, 0, onesided)
     if not fits_budget(m.size * ct.itemsize, node):
         return None
     x = signal if signal.type.dtype == ct else op1(rb, "Cast", signal, to=ct)
-    pos = np.arange(frames, dtype=np.int64)[:, None] * step + np.arange(fl, dtype=np.int64)
-    framed = op1(rb, "Gather", x, rb.constant(pos, name="frames"), axis=1)  # [B, frames, fl, c]
+    if step is not None:
+        pos = rb.constant(np.arange(frames, dtype=np.int64)[:, None] * step + np.arange(fl, dtype=np.int64),
+                          name="frames")
+    elif batch == 0:
+        return None  # Reshape could not infer the run-time frame count of an empty batch
+    else:
+        pos = _frame_positions(rb, step_in, length, fl)
+        frames = -1
+    framed = op1(rb, "Gather", x, pos, axis=1)  # [B, frames, fl, c]
     if window is not None:
         w = window if window.type.dtype == ct else op1(rb, "Cast", window, to=ct)
         framed = op1(rb, "Mul", framed, _reshape(rb, w, [fl, 1]))
@@ -236,6 +245,18 @@ def lower_stft(rb, node, ins):
     y = _reshape(rb, y, [batch, frames, bins, 2])
     out = node.outputs[0].type.dtype
     return [y if out == ct else op1(rb, "Cast", y, to=out)]
+
+
+def _frame_positions(rb, step_in, length, fl):
+    """[frames, fl] sample positions start + i for a run-time frame_step: frames =
+    (length - fl) // step + 1 (a run-time count), start = frame * step."""
+    i64 = dt.int64
+    step = op1(rb, "Reshape", op1(rb, "Cast", step_in, to=i64), ints(rb, []))
+    frames = op1(rb, "Add", op1(rb, "Div", rb.constant(np.asarray(length - fl, np.int64), name="c"), step),
+                 rb.constant(np.asarray(1, np.int64), name="c"))
+    starts = op1(rb, "Mul", dynamic_iota(rb, frames), step)
+    return op1(rb, "Add", op1(rb, "Reshape", starts, ints(rb, [-1, 1])),
+               rb.constant(np.arange(fl, dtype=np.int64).reshape(1, fl), name="c"))
 
 
 # -- generators ------------------------------------------------------------------------------------

@@ -72,13 +72,13 @@ def conv_epilogue(has_bias=False, activation=None, clip=(0.0, 6.0)):
     return lambda kb, bias, extras: Epilogue(bias if has_bias else None, activation=activation, clip=clip)
 
 
-def emit_conv(module: ir.Module, name: str, g: ConvGeometry, epilogue=None, extra_args: int = 0, *,
-              has_bias: bool = False, activation: str | None = None, clip=(0.0, 6.0),
-              internal: bool = False) -> ir.Function:
-    """`void name(float* in_padded, float* packed_w, float* out, float* bias, ptr extra...,
-    i64 tid, i64 nth)`; `epilogue(kb, bias, extras) -> Epilogue` (default: from the flags)."""
+def emit_conv(make_kb, g: ConvGeometry, epilogue=None, extra_args: int = 0, *, has_bias: bool = False,
+              activation: str | None = None, clip=(0.0, 6.0)) -> ir.Function:
+    """`void (float* in_padded, float* packed_w, float* out, float* bias, ptr extra..., i64 tid,
+    i64 nth)`, made by make_kb(arg_types) (`cg.function` or gemm.kernel_factory);
+    `epilogue(kb, bias, extras) -> Epilogue` (default: from the flags)."""
     epilogue = epilogue or conv_epilogue(has_bias, activation, clip)
-    kb = KernelBuilder(module, name, [ir.PointerType()] * (4 + extra_args) + [I64, I64], internal=internal)
+    kb = make_kb([ir.PointerType()] * (4 + extra_args) + [I64, I64])
     inp, wp, out, bias = kb.args[:4]
     extras = kb.args[4:4 + extra_args]
     tid, nth = kb.args[4 + extra_args:]
@@ -90,11 +90,12 @@ def emit_conv(module: ir.Module, name: str, g: ConvGeometry, epilogue=None, extr
     P = g.n * g.ho * g.wo
     K = g.kh * g.kw * g.cin_g
     npanels = -(-g.cout_g // NR)
-    group_size = npanels * K * NR  # packed floats per group
-    tiles = -(-P // MR)
-    # Split across threads by row tiles: every thread streams the same (L2-resident) weights.
-    t_lo, t_hi = split_range(kb, tiles, tid, nth)
-    last_valid = g.cout_g - (npanels - 1) * NR
+    mr = min(MR, P)
+    tiles = -(-P // mr)
+    # Items (group, panel, row tile), split evenly: every thread streams the same weights, which
+    # stay in L2 while its row tiles pass.
+    per_group = npanels * tiles
+    lo, hi = split_range(kb, g.groups * per_group, tid, nth)
 
     def row_offset(p):
         n_ = b.udiv(p, kb.i64(g.ho * g.wo))
@@ -106,13 +107,30 @@ def emit_conv(module: ir.Module, name: str, g: ConvGeometry, epilogue=None, extr
         pix = b.add(b.mul(b.add(b.mul(n_, kb.i64(g.hp)), y), kb.i64(g.wp)), x)
         return b.mul(pix, kb.i64(g.cin))
 
-    def tile(t, mr, grp, panel):
-        i0 = b.mul(t, kb.i64(MR))
+    with kb.loop(lo, hi, name="item") as item:
+        grp = b.sdiv(item, kb.i64(per_group))
+        rem = b.srem(item, kb.i64(per_group))
+        panel = b.sdiv(rem, kb.i64(tiles))
+        t = b.srem(rem, kb.i64(tiles))
+        i0 = b.mul(t, kb.i64(mr))
         ps = [b.add(i0, kb.i64(r)) for r in range(mr)]
-        rows = [b.add(row_offset(p), kb.i64(grp * g.cin_g)) for p in ps]
+        rows_valid = None
+        if P % mr:
+            rows_valid = b.sub(kb.i64(P), i0)
+            last = kb.i64(P - 1)
+            ps = [b.select(b.icmp_signed("<", p, last), p, last) for p in ps]
+        a_grp = b.mul(grp, kb.i64(g.cin_g))
+        rows = [b.add(row_offset(p), a_grp) for p in ps]
         crow = [b.mul(p, kb.i64(g.cout)) for p in ps]
-        col0 = b.add(b.mul(panel, kb.i64(NR)), kb.i64(grp * g.cout_g))
-        b_base = b.add(kb.i64(grp * group_size), b.mul(panel, kb.i64(K * NR)))
+        col_in_grp = b.mul(panel, kb.i64(NR))
+        col0 = b.add(col_in_grp, b.mul(grp, kb.i64(g.cout_g)))
+        b_base = b.add(b.mul(grp, kb.i64(npanels * K * NR)), b.mul(panel, kb.i64(K * NR)))
+        if g.cout_g % NR == 0:
+            n_valid = None
+        elif npanels == 1:
+            n_valid = g.cout_g
+        else:
+            n_valid = b.sub(kb.i64(g.cout_g), col_in_grp)
 
         def segs(emit):
             with kb.loop(0, g.kh, name="dy") as dy:
@@ -123,29 +141,8 @@ def emit_conv(module: ir.Module, name: str, g: ConvGeometry, epilogue=None, extr
                     with kb.loop(0, g.cin_g, name="c") as c:
                         emit(b.add(a_tap, c), b.add(k_tap, c))
 
-        def run(n_valid):
-            emit_tile(kb, mr, inp, rows, wp, b_base, segs, out, crow, col0, n_valid, epi)
-
-        if last_valid == NR:
-            run(None)
-        elif npanels == 1:
-            run(last_valid)
-        else:
-            with b.if_else(b.icmp_signed("==", panel, kb.i64(npanels - 1))) as (then, other):
-                with then:
-                    run(last_valid)
-                with other:
-                    run(None)
-
-    full = P // MR
-    for grp in range(g.groups):
-        with kb.loop(0, npanels, name="panel") as panel:
-            hi = b.select(b.icmp_signed("<", t_hi, kb.i64(full)), t_hi, kb.i64(full))
-            with kb.loop(t_lo, hi, name="tile") as t:
-                tile(t, MR, grp, panel)
-            if P % MR:
-                with b.if_then(b.icmp_signed("==", t_hi, kb.i64(tiles))):
-                    tile(kb.i64(full), P % MR, grp, panel)
+        emit_tile(kb, mr, inp, rows, wp, b_base, segs, out, crow, col0, epi, n_valid=n_valid,
+                  rows_valid=rows_valid)
     return kb.finish()
 
 

@@ -11,14 +11,12 @@ The per-op code lives in ewops.py (a table from op name to a value-level emitter
 
 from __future__ import annotations
 
-import llvmlite.ir as ir
 import numpy as np
-
 from glow import dtypes as dt
 from glow.ir.instr import Expr
 
-from ..codegen import cpu_kernel, has_ltype, ltype
-from ..irutil import I1, I64, PTR, VEC
+from ..codegen import cpu_kernel, has_ltype
+from ..irutil import I64, PTR, VEC
 from . import ewops
 from .ewops import Lanes
 
@@ -59,29 +57,46 @@ def collapse(shape, strides_per_operand) -> tuple[list[int], list[list[int]]]:
     return [n for n, _ in merged], [[st[k] for _, st in merged] for k in range(len(strides_per_operand))]
 
 
-def emit_loop(cg, name: str, out, ins: list, body, *, operands=None):
-    """One kernel: out[i] = body(lanes, values) over out's shape, each input broadcast to it.
+class Access:
+    """How a loop reads or writes one operand: element strides in the loop's index space (0 along
+    broadcast dims) and a first-element offset; `dtype` overrides the operand's element type."""
+
+    __slots__ = ("operand", "strides", "offset", "dtype")
+
+    def __init__(self, operand, strides, offset: int = 0, dtype=None):
+        self.operand, self.strides, self.offset = operand, list(strides), int(offset)
+        self.dtype = dtype or operand.type.dtype
+
+
+def broadcast(o, shape, dtype=None) -> Access:
+    return Access(o, broadcast_strides(o.type.shape, shape), 0, dtype)
+
+
+def emit_loop(cg, name: str, out, ins: list, body):
+    """out[i] = body(lanes, values) over out's shape, each input broadcast to it.
 
     body(lanes: Lanes, values: list) -> value of out's compute type; values[k] is input k at the
-    current position (None for an absent input). `operands` overrides the pointer list passed
-    (default: out and every input)."""
+    current position (None for an absent input)."""
     shape = tuple(out.type.shape)
-    present = [o for o in ins if o is not None]
-    strides = [strides_of(shape)] + [broadcast_strides(o.type.shape, shape) for o in present]
-    sizes, strides = collapse(shape, strides)
+    accesses = [broadcast(out, shape)] + [None if o is None else broadcast(o, shape) for o in ins]
+    emit_strided(cg, name, shape, accesses, body)
+
+
+def emit_strided(cg, name: str, shape, accesses: list, body, *, single: bool | None = None):
+    """The general loop nest: accesses[0] is written, the others (None: absent) are read."""
+    present = [a for a in accesses if a is not None]
+    sizes, strides = collapse(shape, [a.strides for a in present])
     numel = int(np.prod(shape, dtype=np.int64))
-    parallel = numel >= PARALLEL_MIN
-    kb = cg.function(name, [PTR] * (1 + len(present)) + [I64, I64])
-    ptrs, (tid, nth) = kb.args[:1 + len(present)], kb.args[1 + len(present):]
+    kb = cg.function(name, [PTR] * len(present) + [I64, I64])
+    ptrs, (tid, nth) = kb.args[:len(present)], kb.args[len(present):]
     b = kb.b
-    dtypes = [out.type.dtype] + [o.type.dtype for o in present]
 
     def element(lanes: Lanes, offsets):
-        vals = [lanes.load(p, off, d, st[-1] == 0) for p, off, d, st in
-                zip(ptrs[1:], offsets[1:], dtypes[1:], strides[1:])]
+        vals = [lanes.load(p, off, a.dtype, st[-1] == 0) for p, off, a, st in
+                zip(ptrs[1:], offsets[1:], present[1:], strides[1:])]
         it = iter(vals)
-        full = [None if o is None else next(it) for o in ins]
-        lanes.store(body(lanes, full), ptrs[0], offsets[0], dtypes[0])
+        full = [None if a is None else next(it) for a in accesses[1:]]
+        lanes.store(body(lanes, full), ptrs[0], offsets[0], present[0].dtype)
 
     def inner(bases, lo, hi):
         contiguous = all(st[-1] in (0, 1) for st in strides)
@@ -93,34 +108,36 @@ def emit_loop(cg, name: str, out, ins: list, body, *, operands=None):
                 element(Lanes(kb, step), offs)
 
     def nest(depth, bases, lo=None, hi=None):
-        last = depth == len(sizes) - 1
         lo = kb.i64(0) if lo is None else lo
         hi = kb.i64(sizes[depth]) if hi is None else hi
-        if last:
+        if depth == len(sizes) - 1:
             return inner(bases, lo, hi)
         with kb.loop(lo, hi, name=f"d{depth}") as i:
             nest(depth + 1, [b.add(base, b.mul(i, kb.i64(st[depth]))) for base, st in zip(bases, strides)])
 
-    zero = [kb.i64(0)] * len(strides)
+    bases = [kb.i64(a.offset) for a in present]
+    n = kb.i64(sizes[0])
     if len(sizes) == 1:  # split the only dim in whole vectors
-        n = kb.i64(sizes[0])
         chunk = b.mul(b.sdiv(b.add(b.sdiv(b.add(n, b.sub(nth, kb.i64(1))), nth), kb.i64(VEC - 1)),
                              kb.i64(VEC)), kb.i64(VEC))
         lo = b.mul(chunk, tid)
         lo = b.select(b.icmp_signed("<", lo, n), lo, n)
         hi = b.add(lo, chunk)
         hi = b.select(b.icmp_signed("<", hi, n), hi, n)
-        nest(0, zero, lo, hi)
     else:
-        n = kb.i64(sizes[0])
         lo, hi = b.sdiv(b.mul(n, tid), nth), b.sdiv(b.mul(n, b.add(tid, kb.i64(1))), nth)
-        nest(0, zero, lo, hi)
+    nest(0, bases, lo, hi)
     kb.finish()
-    args = [cg.ptr(o) for o in (operands or [out, *present])]
-    if parallel:
-        cg.call(kb.fn, args + [cg.tid, cg.nth])
+    call_split(cg, kb.fn, [cg.ptr(a.operand) for a in present],
+               numel < PARALLEL_MIN if single is None else single)
+
+
+def call_split(cg, fn, args, single: bool):
+    """Call a kernel taking (..., tid, nthreads): on every thread, or on thread 0 alone."""
+    if single:
+        cg.call(fn, args + [cg.entry.i64(0), cg.entry.i64(1)], single=True)
     else:
-        cg.call(kb.fn, args + [kb.i64(0), kb.i64(1)], single=True)
+        cg.call(fn, args + [cg.tid, cg.nth])
 
 
 # -- expression trees ---------------------------------------------------------------------------
@@ -206,28 +223,13 @@ def _expand_supported(node) -> bool:
 
 @cpu_kernel("Expand", supports=_expand_supported)
 def emit_expand(cg, instr):
-    """Broadcast copy (the shape input was used at compile time)."""
+    """Broadcast copy (the shape input was used at compile time); bytes move as plain ints."""
     out, src = instr.outputs[0], instr.inputs[0]
-    mover = _as_bytes(out.type.dtype)
-    emit_loop(cg, "Expand", _retyped(out, mover), [_retyped(src, mover)], lambda lanes, vals: vals[0])
+    mover = ewops.storage_dtype(out.type.dtype)
+    shape = tuple(out.type.shape)
+    emit_strided(cg, "Expand", shape, [broadcast(out, shape, mover), broadcast(src, shape, mover)],
+                 lambda lanes, vals: vals[0])
 
 
-def _as_bytes(d):
-    return ewops.storage_dtype(d)
-
-
-class _Retyped:
-    """An operand seen with another element type of the same size (bytes are moved, not read)."""
-
-    def __init__(self, o, dtype):
-        self._o, self.type = o, o.type.with_dtype(dtype)
-
-    def __getattr__(self, k):
-        return getattr(self._o, k)
-
-
-def _retyped(o, dtype):
-    return o if o.type.dtype == dtype else _Retyped(o, dtype)
-
-
-__all__ = ["emit_loop", "emit_fused", "emit_epilogue", "evaluate", "expr_supported", "I1", "ir"]
+__all__ = ["Access", "broadcast", "call_split", "emit_epilogue", "emit_fused", "emit_loop", "emit_strided",
+           "evaluate", "expr_supported"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 import numpy as np
-
 from glow import dtypes as dt
 
 from ..codegen import has_ltype, ltype
@@ -300,7 +299,7 @@ op("BitwiseAnd", INTS)(lambda L, a, ins, out, at: L.b.and_(a[0], a[1]))
 op("BitwiseOr", INTS)(lambda L, a, ins, out, at: L.b.or_(a[0], a[1]))
 op("BitwiseXor", INTS)(lambda L, a, ins, out, at: L.b.xor(a[0], a[1]))
 op("BitwiseNot", INTS)(lambda L, a, ins, out, at: L.b.xor(a[0], L.of(-1, compute_type(out))))
-op("Identity", tuple(dt.ALL))(lambda L, a, ins, out, at: a[0])
+op("Identity", tuple(d for d in dt.ALL if has_ltype(d)))(lambda L, a, ins, out, at: a[0])
 
 
 @op("BitShift", INTS)

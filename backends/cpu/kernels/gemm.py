@@ -117,8 +117,15 @@ class Epilogue:
         return v
 
 
+def runtime_lane_mask(kb: KernelBuilder, count):
+    """<16 x i1>: lanes i < count (an i64 value; <= 0 gives none, >= 16 all)."""
+    b = kb.b
+    iota = ir.Constant(ir.VectorType(I64, VEC), list(range(VEC)))
+    return b.icmp_signed("<", iota, kb.splat(count))
+
+
 def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_base, k_segments,
-              c_ptr, c_offsets: list, col0, n_valid: int | None, epilogue: Epilogue, *,
+              c_ptr, c_offsets: list, col0, epilogue: Epilogue, *, n_valid=None, rows_valid=None,
               k_stride: int = NR, b_masked: bool = False, nv: int = NV):
     """One mr x (16 nv) tile of C.
 
@@ -126,13 +133,21 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
     B element (k, j) of this panel is at b_base + k * k_stride + j.
     k_segments(emit): calls emit(a_off, b_k) inside the caller's loops for every k, where a_off is
     the element offset added to each row's A offset and b_k the k index into the panel.
-    n_valid: columns of this panel that exist in C (None: all); the rest are neither computed
-    nor stored, and with `b_masked` not read from B either (B is a runtime tensor, not a panel).
+    n_valid: columns of this panel that exist in C (None: all; an int, or an i64 value): the rest
+    are not stored, and with `b_masked` not read from B either (B is a runtime tensor, not a
+    zero-padded panel). rows_valid (an i64 value or None): rows r >= rows_valid are computed
+    (the caller points them at a valid row) but not stored.
+    One code path serves every tile, so a kernel compiles once, not once per edge case.
     """
     b = kb.b
-    live = nv if n_valid is None else min(nv, -(-n_valid // VEC))
-    masks = [None if n_valid is None or (v + 1) * VEC <= n_valid else lane_mask(n_valid - v * VEC)
-             for v in range(live)]
+    if n_valid is None:
+        live, masks = nv, [None] * nv
+    elif isinstance(n_valid, int):
+        live = min(nv, -(-n_valid // VEC))
+        masks = [None if (v + 1) * VEC <= n_valid else lane_mask(n_valid - v * VEC) for v in range(live)]
+    else:
+        live = nv
+        masks = [runtime_lane_mask(kb, b.sub(n_valid, kb.i64(v * VEC))) for v in range(nv)]
     accs = [[kb.var(vec(), ir.Constant(vec(), [0.0] * VEC)) for _ in range(live)] for _ in range(mr)]
 
     def body(a_off, b_k):
@@ -147,7 +162,8 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
                 b.store(kb.fma(av, bvs[v], b.load(slot)), slot)
 
     k_segments(body)
-    for r in range(mr):
+
+    def store_row(r):
         for v in range(live):
             col = b.add(col0, kb.i64(v * VEC))
             off = b.add(c_offsets[r], col)
@@ -156,6 +172,13 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
                 b.store(val, kb.ptr(c_ptr, off), align=4)
             else:
                 masked_store(kb, val, kb.ptr(c_ptr, off), masks[v])
+
+    for r in range(mr):
+        if rows_valid is None or r == 0:
+            store_row(r)
+        else:
+            with b.if_then(b.icmp_signed("<", kb.i64(r), rows_valid)):
+                store_row(r)
 
 
 def split_range(kb: KernelBuilder, total, tid, nthreads):
@@ -201,10 +224,15 @@ def packed_batch_stride(s: GemmShape) -> int:
     return -(-s.N // NR) * s.K * NR
 
 
-def emit_gemm(module: ir.Module, name: str, s: GemmShape, epilogue=None, extra_args: int = 0,
-              internal: bool = False) -> ir.Function:
-    """`void name(float* A, float* B, float* C, float* bias, ptr extra..., i64 tid, i64 nthreads)`.
+def kernel_factory(module: ir.Module, name: str):
+    """`make_kb(arg_types) -> KernelBuilder` for a public function `name` (tests, benchmarks)."""
+    return lambda arg_types: KernelBuilder(module, name, arg_types)
 
+
+def emit_gemm(make_kb, s: GemmShape, epilogue=None, extra_args: int = 0) -> ir.Function:
+    """`void (float* A, float* B, float* C, float* bias, ptr extra..., i64 tid, i64 nthreads)`.
+
+    make_kb(arg_types) -> KernelBuilder makes the function (`cg.function`, or `kernel_factory`).
     `epilogue(kb, bias, extras) -> Epilogue` builds the tile epilogue from the kernel's arguments.
     Work items are (batch, panel, row tile), batch-major then panel-major, so a thread's share
     keeps one B panel hot in L2 while it streams row tiles of A; threads take equal contiguous
@@ -212,16 +240,15 @@ def emit_gemm(module: ir.Module, name: str, s: GemmShape, epilogue=None, extra_a
     """
     lda = s.K if s.lda is None else s.lda
     ldb = s.N if s.ldb is None else s.ldb
-    kb = KernelBuilder(module, name, [PTR] * (4 + extra_args) + [I64, I64], internal=internal)
+    kb = make_kb([PTR] * (4 + extra_args) + [I64, I64])
     A, B, C, bias = kb.args[:4]
     extras = kb.args[4:4 + extra_args]
     tid, nth = kb.args[4 + extra_args:]
     b = kb.b
     epi = epilogue(kb, bias, extras) if epilogue is not None else Epilogue()
     npanels = -(-s.N // NR)
-    tiles = -(-s.M // MR)
-    full_tiles = s.M // MR
-    last_valid = s.N - (npanels - 1) * NR
+    mr = min(MR, s.M)
+    tiles = -(-s.M // mr)
     per_batch = npanels * tiles
     lo, hi = split_range(kb, s.batches * per_batch, tid, nth)
     b_stride = packed_batch_stride(s)
@@ -237,47 +264,31 @@ def emit_gemm(module: ir.Module, name: str, s: GemmShape, epilogue=None, extra_a
             if s.packed:
                 b_base = b.mul(b_base, kb.i64(b_stride))
         c_base = b.mul(bi, kb.i64(s.M * s.N))
-        if s.packed:
-            b_base = b.add(b_base, b.mul(panel, kb.i64(s.K * NR)))
-        else:
-            b_base = b.add(b_base, b.mul(panel, kb.i64(NR)))
+        b_base = b.add(b_base, b.mul(panel, kb.i64(s.K * NR if s.packed else NR)))
         col0 = b.mul(panel, kb.i64(NR))
-
-        def tile(mr, n_valid):
-            i0 = b.mul(t, kb.i64(MR))
-            rows = [b.add(a_base, b.mul(b.add(i0, kb.i64(r)), kb.i64(lda))) for r in range(mr)]
-            crow = [b.add(c_base, b.mul(b.add(i0, kb.i64(r)), kb.i64(s.N))) for r in range(mr)]
-
-            def segs(emit):
-                with kb.loop(0, s.K, name="k") as k:
-                    emit(k, k)
-
-            emit_tile(kb, mr, A, rows, B, b_base, segs, C, crow, col0, n_valid, epi,
-                      k_stride=NR if s.packed else ldb, b_masked=not s.packed)
-
-        def panel_variants(mr):
-            if last_valid == NR:
-                tile(mr, None)
-                return
-            if npanels == 1:
-                tile(mr, last_valid)
-                return
-            with b.if_else(b.icmp_signed("==", panel, kb.i64(npanels - 1))) as (then, other):
-                with then:
-                    tile(mr, last_valid)
-                with other:
-                    tile(mr, None)
-
-        if s.M % MR == 0:
-            panel_variants(MR)
-        elif full_tiles == 0:
-            panel_variants(s.M)
+        i0 = b.mul(t, kb.i64(mr))
+        rows_valid = None
+        if s.M % mr:
+            rows_valid = b.sub(kb.i64(s.M), i0)
+        last = kb.i64(s.M - 1)
+        idx = [b.add(i0, kb.i64(r)) for r in range(mr)]
+        if rows_valid is not None:  # rows past the end recompute the last row; they are not stored
+            idx = [b.select(b.icmp_signed("<", i, last), i, last) for i in idx]
+        rows = [b.add(a_base, b.mul(i, kb.i64(lda))) for i in idx]
+        crow = [b.add(c_base, b.mul(i, kb.i64(s.N))) for i in idx]
+        if s.N % NR == 0:
+            n_valid = None
+        elif npanels == 1:
+            n_valid = s.N
         else:
-            with b.if_else(b.icmp_signed("<", t, kb.i64(full_tiles))) as (then, other):
-                with then:
-                    panel_variants(MR)
-                with other:
-                    panel_variants(s.M % MR)
+            n_valid = b.sub(kb.i64(s.N), col0)
+
+        def segs(emit):
+            with kb.loop(0, s.K, name="k") as k:
+                emit(k, k)
+
+        emit_tile(kb, mr, A, rows, B, b_base, segs, C, crow, col0, epi, n_valid=n_valid,
+                  rows_valid=rows_valid, k_stride=NR if s.packed else ldb, b_masked=not s.packed)
     return kb.finish()
 
 

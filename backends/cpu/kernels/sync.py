@@ -25,8 +25,8 @@ def emit_barrier(kb: KernelBuilder, state, nth):
         last = b.icmp_signed("==", old, b.sub(nth, kb.i64(1)))
         with b.if_else(last) as (then, other):
             with then:
-                b.store_atomic(kb.i64(0), count_ptr, "monotonic", 8)
-                b.store_atomic(b.add(gen, kb.i64(1)), gen_ptr, "release", 8)
+                _store_atomic(b, kb.i64(0), count_ptr, "monotonic")
+                _store_atomic(b, b.add(gen, kb.i64(1)), gen_ptr, "release")
             with other:
                 pause = kb.intrinsic("llvm.x86.sse2.pause", ir.VoidType(), [])
                 head = kb.fn.append_basic_block("spin")
@@ -37,3 +37,8 @@ def emit_barrier(kb: KernelBuilder, state, nth):
                 now = b.load_atomic(gen_ptr, "acquire", 8, typ=I64)
                 b.cbranch(b.icmp_signed("==", now, gen), head, done)
                 b.position_at_end(done)
+
+
+def _store_atomic(b: ir.IRBuilder, value, ptr, ordering: str):
+    """An atomic i64 store (IRBuilder.store_atomic insists on typed pointers; these are opaque)."""
+    b._insert(ir.instructions.StoreAtomicInstr(b.block, value, ptr, ordering, 8))

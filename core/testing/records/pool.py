@@ -26,6 +26,8 @@ WINDOWS = [  # (input shape, attributes, name)
     ((2, 3, 11), dict(kernel_shape=[3], strides=[2], pads=[1, 1]), "1d"),
     ((1, 2, 5, 4, 6), dict(kernel_shape=[3, 2, 3], strides=[2, 1, 2], pads=[1, 0, 1, 1, 1, 0]), "3d"),
     ((1, 2, 6, 6, 6), dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2]), "3d-tiling"),
+    ((1, 2, 5, 6), dict(kernel_shape=[5, 3], strides=[2, 3]), "one-window-rows-tiling-columns"),
+    ((1, 2, 4, 4), dict(kernel_shape=[3, 3], pads=[1, 1, 0, 0], strides=[4, 4]), "one-window-padded"),
 ]
 
 RECORDS = []
@@ -68,3 +70,16 @@ for shape in [(2, 3, 7), (1, 2, 4, 5), (1, 2, 3, 4, 2), (2, 3, 1, 1)]:
                 for op in ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")]
 RECORDS += [OpRecord("GlobalLpPool", [In((1, 3, 4, 4))], dict(p=p), name=f"p{p}", rtol=1e-5, atol=1e-6)
             for p in (1, 3)]
+
+# RoiAlign (fixed sampling_ratio): rois reach past the map (zero weights, border clamps) and may
+# be malformed (x2 < x1), in both coordinate modes; batch indices pick among two images
+ROI = dict(output_height=3, output_width=4)
+RECORDS += [OpRecord("RoiAlign", [In((2, 3, 6, 7), dtype), In((5, 4), dtype, -2, 9), In((5,), "int64", 0, 1)],
+                     dict(ROI, mode=mode, coordinate_transformation_mode=ctm, sampling_ratio=sr, spatial_scale=scale),
+                     name=f"{mode}-{ctm}-sr{sr}-scale{scale}-{dtype}", **TOL.get(dtype, dict(rtol=1e-5, atol=1e-5)))
+            for mode in ("avg", "max") for ctm in ("half_pixel", "output_half_pixel")
+            for sr, scale, dtype in ((2, 1.0, "float32"), (1, 0.5, "float32"), (3, 1.0, "float64"),
+                                     (2, 1.0, "float16"))]
+RECORDS += [OpRecord("RoiAlign", [In((1, 2, 5, 5)), In((1, 4), "float32", 0, 4), In((1,), "int64", 0, 0)],
+                     dict(output_height=1, output_width=1, sampling_ratio=2, mode=m), name=f"one-bin-{m}",
+                     rtol=1e-5, atol=1e-5) for m in ("avg", "max")]

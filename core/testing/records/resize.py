@@ -62,7 +62,8 @@ RECORDS += [
     resize((1, 1, 4, 4), scales=[1, 1, 1, 1], mode="linear", name="identity"),
     resize((1, 1, 1, 1), scales=[1, 1, 3, 2], mode="cubic", name="from-one-pixel"),
     resize((1, 3, 4), sizes=[0], axes=[2], mode="linear", name="empty-output"),
-    resize((1, 0, 4), sizes=[1, 0, 6], mode="nearest", name="empty-input"),
+    resize((1, 0, 4), sizes=[6], axes=[2], mode="linear", name="empty-other-axis"),
+    resize((1, 2, 0), scales=[1, 1, 2], mode="nearest", name="empty-resized-axis"),
     resize((1, 2, 4, 4), scales=[1, 1, 1.5, 0.75], mode="nearest", dtype="bool", name="bool"),
     *[resize((1, 2, 5, 4), scales=[1, 1, 1.6, 0.75], mode=m, dtype=t, name=f"{m}-{t}")
       for m in ("nearest", "linear", "cubic") for t in ("uint8", "int32", "int64")],

@@ -1,7 +1,7 @@
 """Records for signal processing: DFT (real and complex input, forward, inverse, one-sided RFFT
 and IRFFT with even and odd lengths, dft_length padding and truncation, every axis including a
 negative and a run-time one, float16/float64), STFT (with and without window and frame_length,
-complex input), the window generators (known and run-time sizes) and MelWeightMatrix."""
+complex input, run-time frame_step), the window generators (known and run-time sizes) and MelWeightMatrix."""
 
 import numpy as np
 
@@ -49,6 +49,10 @@ RECORDS += [
              name="complex-two-sided", **TOL),
     OpRecord("STFT", [In((1, 20, 1), "float64"), _i(3), None, _i(7)], name="float64-odd", **TOL),
     OpRecord("STFT", [In((2, 16, 1)), _i(16)], name="whole-signal", **TOL),
+    OpRecord("STFT", [In((1, 128, 1)), In((), "int64", 8, 8), In((16,), low=0, high=1)],
+             name="runtime-step-window", **TOL),
+    OpRecord("STFT", [In((2, 50, 2)), In((1,), "int64", 7, 7), None, _i(10)], {"onesided": 0},
+             name="runtime-step-complex", **TOL),
 ]
 
 # -- generators ------------------------------------------------------------------------------------

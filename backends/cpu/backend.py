@@ -1,0 +1,188 @@
+"""The CPU backend: native code through LLVM (llvmlite) for the host CPU, all cores.
+
+    supports(node)    the kernel table's predicates (codegen.KERNELS), over types and attributes;
+                      everything else is lowered by the core toward the primitive floor
+    fusions()         elementwise chains, and activations into the kernels that take epilogues
+    transform_graph   layout changes (layout.py, e.g. NHWC convolutions) when present
+    compile()         runtime.CpuExecutable: one LLVM module per (static) graph, compiled on
+                      first need and cached on disk; dynamic graphs are specialised per input
+                      signature at run time
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+from glow import Backend, CompileOptions, Device, Executable, Graph
+from glow import dtypes as dt
+from glow.errors import BackendError
+
+from . import codegen
+
+#: Element types no CPU kernel holds (strings, sub-byte and 8-bit float formats are moved only).
+BOXED_TYPES = (dt.string, dt.complex64, dt.complex128)
+
+
+def _plain(t) -> bool:
+    return isinstance(t, dt.TensorType) and t.dtype not in BOXED_TYPES and not isinstance(
+        t.dtype, dt.QuantizedDType)
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+    priority = 10
+    description = "native code for this CPU through LLVM (llvmlite): one module per model, all cores"
+
+    def check_available(self) -> None:
+        try:
+            from . import jit
+
+            jit.target_machine()
+        except Exception as e:  # noqa: BLE001 - the reason is what `glow backends` shows
+            raise BackendError(f"llvmlite cannot target this CPU: {e}") from e
+
+    # -- what runs natively ----------------------------------------------------------------------
+    def supports(self, node) -> bool:
+        if node.captures or node.op.has_subgraphs:
+            return False
+        if not all(_plain(v.type) for v in node.outputs if v is not None):
+            return False
+        if not all(_plain(v.type) for v in node.inputs if v is not None):
+            return False
+        kd = codegen.load_kernels().get((node.op.domain, node.op.name))
+        return kd is not None and kd.accepts(node)
+
+    def native_ops(self) -> list[str]:
+        return sorted({op for _, op in codegen.load_kernels()})
+
+    def fusions(self):
+        from glow.passes.fusion import FuseActivation, FuseElementwise
+
+        producers = frozenset(op for (dom, op), kd in codegen.load_kernels().items()
+                              if dom == "" and any(k.epilogue for k in kd.variants())
+                              and op in ("Conv", "ConvTranspose", "Gemm", "MatMul"))
+        return [FuseElementwise(), FuseActivation(producers)] if producers else [FuseElementwise()]
+
+    def transform_graph(self, graph: Graph) -> Graph:
+        try:
+            from . import layout
+        except ImportError:
+            return graph
+        transform = getattr(layout, "transform_graph", None)
+        return graph if transform is None else transform(graph)
+
+    # -- compiling -------------------------------------------------------------------------------
+    def compile(self, graph: Graph, options: CompileOptions) -> Executable:
+        from .runtime import CpuExecutable
+
+        return CpuExecutable(graph, self, options)
+
+    def devices(self) -> list[Device]:
+        f = host_figures()
+        return [Device(self.name, "0", kind="cpu", peak_gflops=f["peak_gflops"],
+                       mem_bandwidth_gbs=f["bandwidth_gbs"], transfer_gbs=f["bandwidth_gbs"],
+                       extra={"threads": default_threads(), "cpu": f["cpu"],
+                              "native_ops": len(self.native_ops())})]
+
+
+def default_threads() -> int:
+    """All cores this process may run on ($GLOW_CPU_THREADS overrides)."""
+    env = os.environ.get("GLOW_CPU_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+# -- measured device figures --------------------------------------------------------------------
+
+_figures: dict | None = None
+
+
+def host_figures() -> dict:
+    """Peak GFLOP/s (all cores, a register-blocked FMA loop) and copy bandwidth, measured once
+    per machine and remembered in the cache directory."""
+    global _figures
+    if _figures is not None:
+        return _figures
+    from . import jit
+
+    host = jit.host_description()
+    path = None if jit.cache_dir() is None else os.path.join(jit.cache_dir(), "cpu", "device.json")
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+        if saved.get("host") == host:
+            _figures = saved
+            return saved
+    except (OSError, TypeError, ValueError):
+        pass
+    _figures = {"host": host, "cpu": host.split()[1], "peak_gflops": round(_measure_peak(), 1),
+                "bandwidth_gbs": round(_measure_bandwidth(), 1)}
+    if path:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                json.dump(_figures, f)
+        except OSError:
+            pass
+    return _figures
+
+
+def _measure_bandwidth() -> float:
+    a = np.ones(1 << 23, np.float32)  # 32 MiB
+    b = np.empty_like(a)
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        np.copyto(b, a)
+        best = min(best, time.perf_counter() - t)
+    return 2 * a.nbytes / best / 1e9
+
+
+def _measure_peak() -> float:
+    """FLOP/s of 28 independent FMA chains on 16 lanes, on every thread at once."""
+    import ctypes
+
+    import llvmlite.binding as llvm
+    import llvmlite.ir as ir
+
+    from . import jit
+    from .irutil import I64, PTR, KernelBuilder, vec
+    from .pool import get_pool
+
+    mod = ir.Module("peak")
+    mod.triple = llvm.get_process_triple()
+    kb = KernelBuilder(mod, "peak", [PTR, I64, I64])
+    out, iters = kb.args[0], 1 << 17
+    accs = [kb.var(vec(), ir.Constant(vec(), [float(k)] * 16)) for k in range(28)]
+    x = kb.b.load(out, typ=vec(), align=4)
+    with kb.loop(0, iters):
+        for a in accs:
+            kb.b.store(kb.fma(kb.b.load(a), x, x), a)
+    total = kb.b.load(accs[0])
+    for a in accs[1:]:
+        total = kb.b.fadd(total, kb.b.load(a))
+    kb.b.store(total, out, align=4)
+    kb.finish()
+    cm = jit.CompiledModule(str(mod))
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(cm.address("peak"))
+    n = default_threads()
+    bufs = np.full((n, 64), 0.5, np.float32)
+
+    def run(ctx, tid, nth):
+        fn(bufs[tid].ctypes.data, tid, nth)
+
+    pool = get_pool(n)
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(20):
+            pool.run(run, None)
+        best = min(best, time.perf_counter() - t)
+    return 20 * n * iters * 28 * 16 * 2 / best / 1e9

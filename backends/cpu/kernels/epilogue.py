@@ -1,0 +1,78 @@
+"""Epilogues of GEMM-shaped kernels (MatMul, Gemm, Conv): the instruction's elementwise expression
+applied to each finished tile in registers, before the store.
+
+`plan(instr, rows, cols)` says whether the expression can run in registers: every tensor it reads
+must be float32 and either the result's own shape (read at the same element), a row of `cols`
+values (read at the column: a bias) or a scalar. The emitter then passes those tensors to its
+kernel (`args`) and builds the tile's `Epilogue` inside the kernel (`builder`). When it cannot,
+`fallback` runs the codegen's second, in-place elementwise pass after a barrier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from glow import dtypes as dt
+from glow.ir.instr import Expr
+
+from .gemm import Epilogue, leaf_kind
+
+
+@dataclass(frozen=True)
+class EpiloguePlan:
+    expr: object  # Expr or None
+    leaves: tuple  # ((arg, operand, kind), ...)
+
+    def args(self, cg) -> list:
+        """Pointers (in the entry) to the tensors the expression reads, in kernel-argument order."""
+        return [cg.ptr(o) for _, o, _ in self.leaves]
+
+    def builder(self, has_bias: bool):
+        """`(kb, bias, extras) -> Epilogue` for emit_gemm / emit_conv."""
+        def build(kb, bias, extras):
+            leaves = {arg: (ptr, kind) for (arg, _, kind), ptr in zip(self.leaves, extras)}
+            return Epilogue(bias if has_bias else None, expr=self.expr, leaves=leaves)
+        return build
+
+
+NONE = EpiloguePlan(None, ())
+
+
+def plan(instr, rows: int, cols: int) -> EpiloguePlan | None:
+    """How `instr`'s epilogue runs in a [rows, cols] tile kernel; None if it cannot."""
+    e = instr.expr
+    if e is None:
+        return NONE
+    from .elementwise import expr_supported
+
+    if instr.outputs[0].type.dtype != dt.float32:
+        return None
+    e = typed_acc(e, instr.outputs[0].type)
+    if not expr_supported(e):
+        return None
+    leaves, seen = [], set()
+    for leaf in e.leaves():
+        if leaf.arg is None or leaf.arg == -1 or leaf.arg in seen:
+            continue
+        seen.add(leaf.arg)
+        o = instr.inputs[leaf.arg]
+        kind = leaf_kind(o.type.shape, rows, cols) if o.type.dtype == dt.float32 else None
+        if kind is None:
+            return None
+        leaves.append((leaf.arg, o, kind))
+    return EpiloguePlan(e, tuple(leaves))
+
+
+def typed_acc(e: Expr, t) -> Expr:
+    """The expression with its accumulator leaf (-1) given the result's type."""
+    if e.op is None:
+        return Expr(t, arg=-1) if e.arg == -1 and e.type is None else e
+    return Expr(e.type, e.op, tuple(None if a is None else typed_acc(a, t) for a in e.args), e.attrs)
+
+
+def fallback(cg, instr):
+    """The epilogue as the codegen's separate in-place pass (after every thread's tiles are done)."""
+    from .elementwise import emit_epilogue
+
+    cg.barrier()
+    emit_epilogue(cg, instr)

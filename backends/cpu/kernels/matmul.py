@@ -1,0 +1,238 @@
+"""MatMul and Gemm on the register-blocked GEMM (gemm.py).
+
+* A constant B is packed into NR-column panels at compile time (scaled by Gemm's alpha, transposed
+  for transB), so the kernel streams it; a runtime B is read in place, row by row.
+* Batch dims broadcast NumPy-style. When B has no batch, A's batch rows fold into M: one GEMM.
+* Gemm's C (times beta) is a bias added in the tile when it is a constant row or scalar; a C of
+  the result's shape is read by the epilogue like a residual.
+* float32 runs on the micro-kernel; other element types (float64, float16, integers) on a plain
+  loop nest that accumulates in the reference's type (float32 for float16; integers wrap).
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+import numpy as np
+
+from glow import dtypes as dt
+from glow.ir.instr import Expr
+
+from ..codegen import cpu_kernel, has_ltype, ltype, weight_data
+from ..irutil import F32, I64, PTR, KernelBuilder
+from . import epilogue as ep
+from .gemm import GemmShape, emit_gemm, pack_b
+
+MAX_PACKED_BYTES = 1 << 31  # constant B beyond this is read in place rather than duplicated
+
+
+def _static_f32(*values) -> bool:
+    return all(v is not None and isinstance(v.type, dt.TensorType) and v.type.is_static
+               and v.type.dtype == dt.float32 and v.type.numel > 0 for v in values)
+
+
+def _strides(shape, unit: int = 1) -> list[int]:
+    out, acc = [], unit
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return out[::-1]
+
+
+def matmul_shape(a_shape, b_shape, packed: bool) -> tuple[GemmShape, bool]:
+    """The GemmShape of A @ B (NumPy semantics); and whether B is one matrix for every batch."""
+    a = (1,) + tuple(a_shape) if len(a_shape) == 1 else tuple(a_shape)
+    b = tuple(b_shape) + (1,) if len(b_shape) == 1 else tuple(b_shape)
+    M, K, N = a[-2], a[-1], b[-1]
+    if all(d == 1 for d in b[:-2]):  # one B: A's batch rows are just more rows
+        return GemmShape(int(np.prod(a[:-1])), N, K, packed=packed), True
+    rank = max(len(a), len(b)) - 2
+    ab, bb = (1,) * (rank - len(a) + 2) + a[:-2], (1,) * (rank - len(b) + 2) + b[:-2]
+    batch = tuple(max(x, y) for x, y in zip(ab, bb))
+    sa, sb = _strides(ab, M * K), _strides(bb, 1 if packed else K * N)
+    a_b = tuple(0 if ab[i] == 1 else sa[i] for i in range(rank))
+    b_b = tuple(0 if bb[i] == 1 else sb[i] for i in range(rank))
+    return GemmShape(M, N, K, batch, a_b, b_b, packed=packed), False
+
+
+def _pack(b2d: np.ndarray) -> np.ndarray:
+    return pack_b(np.asarray(b2d, np.float32))
+
+
+def _packable(b) -> bool:
+    return b.is_constant and b.type.nbytes <= MAX_PACKED_BYTES
+
+
+def _run_gemm(cg, instr, s: GemmShape, a, b_ptr, bias_ptr, plan, name):
+    out = instr.outputs[0]
+    kplan = plan if plan is not None else ep.NONE
+    fn = emit_gemm(lambda types: cg.function(name, types), s, kplan.builder(bias_ptr is not None),
+                   len(kplan.leaves))
+    bias = bias_ptr if bias_ptr is not None else ir.Constant(PTR, None)
+    small = s.flops < 1 << 16
+    args = [cg.ptr(a), b_ptr, cg.ptr(out), bias, *kplan.args(cg)]
+    if small:
+        cg.call(fn, args + [cg.entry.i64(0), cg.entry.i64(1)], single=True)
+    else:
+        cg.call(fn, args + [cg.tid, cg.nth])
+    if plan is None:
+        ep.fallback(cg, instr)
+
+
+# -- MatMul ------------------------------------------------------------------------------------
+
+def _matmul_f32(node) -> bool:
+    a, b = node.inputs[:2]
+    return _static_f32(a, b, node.outputs[0])
+
+
+@cpu_kernel("MatMul", supports=_matmul_f32, priority=10, epilogue=True)
+def emit_matmul(cg, instr):
+    a, b = instr.inputs[:2]
+    out = instr.outputs[0]
+    data = weight_data(b)
+    packed = data is not None and b.type.nbytes <= MAX_PACKED_BYTES
+    s, single = matmul_shape(a.type.shape, b.type.shape, packed)
+    if packed:
+        mats = np.asarray(data, np.float32).reshape((-1, s.K, s.N))
+        bp = cg.weight(_pack(mats[0]) if single else np.concatenate([_pack(m).reshape(-1) for m in mats]))
+    else:
+        bp = cg.ptr(b)
+    rows = int(np.prod(out.type.shape[:-1])) if len(out.type.shape) > 1 else 1
+    cols = out.type.shape[-1] if len(b.type.shape) > 1 else 1
+    _run_gemm(cg, instr, s, a, bp, None, ep.plan(instr, rows, cols), "MatMul")
+
+
+def _matmul_generic(node) -> bool:
+    vals = (*node.inputs[:2], node.outputs[0])
+    return all(isinstance(v.type, dt.TensorType) and v.type.is_static and has_ltype(v.type.dtype)
+               for v in vals) and node.outputs[0].type.dtype != dt.bool_
+
+
+@cpu_kernel("MatMul", supports=_matmul_generic)
+def emit_matmul_generic(cg, instr):
+    """A plain i-j-k loop nest for element types the micro-kernel does not handle."""
+    a, b = instr.inputs[:2]
+    out = instr.outputs[0]
+    d = out.type.dtype
+    s, _ = matmul_shape(a.type.shape, b.type.shape, packed=False)
+    st = ltype(d)
+    wide = F32 if d == dt.float16 else st
+    is_float = isinstance(st, (ir.FloatType, ir.DoubleType, ir.HalfType))
+    kb = cg.function("MatMul", [PTR, PTR, PTR])
+    A, B, C = kb.args
+    bld = kb.b
+    from .gemm import _batch_offsets
+
+    with kb.loop(0, s.batches, name="batch") as bi:
+        if s.batch:
+            a0, b0 = _batch_offsets(kb, bi, s.batch, s.a_batch, s.b_batch)
+        else:
+            a0, b0 = kb.i64(0), kb.i64(0)
+        c0 = bld.mul(bi, kb.i64(s.M * s.N))
+        with kb.loop(0, s.M, name="i") as i:
+            with kb.loop(0, s.N, name="j") as j:
+                acc = kb.var(wide, ir.Constant(wide, 0.0 if is_float else 0))
+                with kb.loop(0, s.K, name="k") as k:
+                    x = kb.load(A, bld.add(a0, bld.add(bld.mul(i, kb.i64(s.K)), k)), st, d.itemsize)
+                    y = kb.load(B, bld.add(b0, bld.add(bld.mul(k, kb.i64(s.N)), j)), st, d.itemsize)
+                    if wide != st:
+                        x, y = bld.fpext(x, wide), bld.fpext(y, wide)
+                    prod = bld.fmul(x, y) if is_float else bld.mul(x, y)
+                    cur = bld.load(acc)
+                    bld.store(bld.fadd(cur, prod) if is_float else bld.add(cur, prod), acc)
+                r = bld.load(acc)
+                if wide != st:
+                    r = bld.fptrunc(r, st)
+                kb.store(r, C, bld.add(c0, bld.add(bld.mul(i, kb.i64(s.N)), j)), st, d.itemsize)
+    kb.finish()
+    cg.call(kb.fn, [cg.ptr(a), cg.ptr(b), cg.ptr(out)], single=True)
+
+
+# -- Gemm --------------------------------------------------------------------------------------
+
+def _gemm_c_kind(node) -> str | None:
+    """How Gemm's C enters: None (absent or beta 0), "bias" (constant row/scalar) or "full"."""
+    if len(node.inputs) < 3 or node.inputs[2] is None or node.attrs.get("beta", 1.0) == 0.0:
+        return None
+    c, out = node.inputs[2], node.outputs[0]
+    M, N = out.type.shape
+    shape = tuple(c.type.shape)
+    if c.is_constant and int(np.prod(shape)) in (1, N) and (len(shape) == 0 or shape[-1] in (1, N)) \
+            and (len(shape) < 2 or shape[0] == 1):
+        return "bias"
+    if shape == (M, N) and node.attrs.get("beta", 1.0) == 1.0:
+        return "full"
+    return "unsupported"
+
+
+def _gemm_f32(node) -> bool:
+    a, b = node.inputs[:2]
+    if not _static_f32(a, b, node.outputs[0]) or node.attrs.get("transA", 0):
+        return False
+    if len(node.inputs) > 2 and node.inputs[2] is not None and not _static_f32(node.inputs[2]):
+        return False
+    if not _packable(b) and (node.attrs.get("transB", 0) or node.attrs.get("alpha", 1.0) != 1.0):
+        return False
+    return _gemm_c_kind(node) != "unsupported"
+
+
+@cpu_kernel("Gemm", supports=_gemm_f32, priority=10, epilogue=True)
+def emit_gemm_op(cg, instr):
+    a, b = instr.inputs[:2]
+    out = instr.outputs[0]
+    M, N = out.type.shape
+    K = a.type.shape[1]
+    alpha, beta = instr.attrs.get("alpha", 1.0), instr.attrs.get("beta", 1.0)
+    node_c = _gemm_c_kind(_InstrView(instr))
+    data = weight_data(b)
+    if data is not None and b.type.nbytes <= MAX_PACKED_BYTES:
+        bm = np.asarray(data, np.float32)
+        bm = bm.T if instr.attrs.get("transB", 0) else bm
+        bp = cg.weight(_pack(bm * np.float32(alpha) if alpha != 1.0 else bm))
+        s = GemmShape(M, N, K, packed=True)
+    else:
+        bp = cg.ptr(b)
+        s = GemmShape(M, N, K, packed=False)
+    bias = None
+    if node_c == "bias":
+        c = np.asarray(weight_data(instr.inputs[2]), np.float32).reshape(-1)
+        bias = cg.weight(np.broadcast_to(c * np.float32(beta), (N,)).astype(np.float32))
+    view = instr
+    if node_c == "full":  # Y = acc + C, then the instruction's own epilogue
+        view = _with_c_added(instr)
+    _run_gemm(cg, view, s, a, bp, bias, ep.plan(view, M, N), "Gemm")
+
+
+class _InstrView:
+    """The attrs/inputs/outputs of a Gemm instruction in the shape `_gemm_c_kind` reads."""
+
+    def __init__(self, instr):
+        n = len(instr.inputs) if instr.n_args is None else instr.n_args
+        self.attrs = instr.attrs
+        self.inputs = tuple(None if o is None else _Val(o) for o in instr.inputs[:n])
+        self.outputs = (_Val(instr.outputs[0]),)
+
+
+class _Val:
+    def __init__(self, o):
+        self.type = o.type
+        self.is_constant = weight_data(o) is not None
+
+
+def _with_c_added(instr):
+    """The instruction with `acc + C` folded in front of its epilogue expression."""
+    t = instr.outputs[0].type
+    from glow.ops import get_op
+
+    added = Expr(t, op=get_op("Add"), args=(Expr(None, arg=-1), Expr(instr.inputs[2].type, arg=2)))
+    expr = added if instr.expr is None else _substitute(instr.expr, added)
+    return instr.replace(expr=expr)
+
+
+def _substitute(e: Expr, acc: Expr) -> Expr:
+    if e.op is None:
+        return acc if e.arg == -1 else e
+    return Expr(e.type, e.op, tuple(None if x is None else _substitute(x, acc) for x in e.args), e.attrs)
+
+
+__all__ = ["emit_matmul", "emit_gemm_op", "matmul_shape", "KernelBuilder", "I64"]

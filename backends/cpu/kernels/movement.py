@@ -1,0 +1,186 @@
+"""Movement kernels: copy, Identity/Reshape, Transpose, Slice, Pad (constant), Concat.
+
+Movement ops only move bytes, so they work on every element type with a plain storage size
+(bfloat16 and the float8 types move as uint16/uint8). Transpose and Slice are *affine*: output
+element i reads input element offset + sum(i_d * stride_d). The strides come from the op's own
+NumPy reference run on a stride probe (an array whose strides are element counts and which owns
+no memory: NumPy computes the view and never touches the data), so the kernel agrees with the
+reference by construction, negative steps and clamping included.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+import numpy as np
+from glow import dtypes as dt
+from glow.errors import BackendError
+from numpy.lib.stride_tricks import as_strided
+
+from ..codegen import cpu_kernel, weight_data
+from ..irutil import I1, I8, I64, PTR, VOID
+from .elementwise import Access, broadcast, emit_strided, strides_of
+from .ewops import storage_dtype
+
+COPY_CHUNK = 1 << 16  # bytes per thread below which a copy stays on one thread
+
+
+def _movable(node) -> bool:
+    ts = [v.type for v in node.outputs[:1]] + [node.inputs[0].type]
+    return all(isinstance(t, dt.TensorType) and storage_dtype(t.dtype) is not None for t in ts)
+
+
+# -- copies -------------------------------------------------------------------------------------
+
+def emit_memcpy(cg, dst, src, nbytes: int):
+    """Copy nbytes from operand src to operand dst, split across threads when large."""
+    if nbytes == 0:
+        return
+
+    def make():
+        kb = cg.function("copy", [PTR, PTR, I64, I64, I64])
+        d, s, n, tid, nth = kb.args
+        b = kb.b
+        chunk = b.mul(b.sdiv(b.add(b.sdiv(b.add(n, b.sub(nth, kb.i64(1))), nth), kb.i64(63)), kb.i64(64)),
+                      kb.i64(64))
+        lo = b.mul(chunk, tid)
+        lo = b.select(b.icmp_signed("<", lo, n), lo, n)
+        hi = b.add(lo, chunk)
+        hi = b.select(b.icmp_signed("<", hi, n), hi, n)
+        memcpy = kb.intrinsic("llvm.memcpy.p0.p0.i64", VOID, [PTR, PTR, I64, I1])
+        b.call(memcpy, [kb.ptr(d, lo, I8), kb.ptr(s, lo, I8), b.sub(hi, lo), ir.Constant(I1, 0)])
+        return kb.finish()
+
+    fn = cg.shared("memcpy", make)
+    args = [cg.ptr(dst), cg.ptr(src), cg.entry.i64(nbytes)]
+    if nbytes < 2 * COPY_CHUNK:
+        cg.call(fn, args + [cg.entry.i64(0), cg.entry.i64(1)], single=True)
+    else:
+        cg.call(fn, args + [cg.tid, cg.nth])
+
+
+def emit_copy(cg, instr):
+    dst, src = instr.outputs[0], instr.inputs[0]
+    if dst.root is src.root and dst.offset == src.offset:
+        return
+    emit_memcpy(cg, dst, src, min(dst.nbytes, src.nbytes))
+
+
+@cpu_kernel("Identity", supports=_movable)
+@cpu_kernel("Reshape", supports=_movable)
+def emit_same_bytes(cg, instr):
+    emit_copy(cg, instr)
+
+
+# -- affine movement ----------------------------------------------------------------------------
+
+def _consts_ok(node) -> bool:
+    """Every input but the data is a constant (or shapes are not known yet: the runtime
+    specialises the graph, and the inputs become constants then)."""
+    out = node.outputs[0].type
+    if not out.is_static:
+        return True
+    return all(v is None or v.is_constant for v in node.inputs[1:])
+
+
+def affine_map(op, attrs, in_shape, args) -> tuple[int, list[int]] | None:
+    """(offset, strides) in elements of the view `op.reference` makes of a tensor, or None."""
+    probe = as_strided(np.zeros(1, np.uint8), shape=tuple(in_shape), strides=tuple(strides_of(in_shape)))
+    view = op.reference(probe, *args, **{k: v for k, v in attrs.items() if not k.startswith("_")})
+    if not isinstance(view, np.ndarray) or view.base is None or view.itemsize != 1:
+        return None
+    base = probe.__array_interface__["data"][0]
+    return view.__array_interface__["data"][0] - base, list(view.strides)
+
+
+def _affine_supported(node) -> bool:
+    return _movable(node) and _consts_ok(node)
+
+
+@cpu_kernel("Transpose", supports=_affine_supported)
+@cpu_kernel("Slice", supports=_affine_supported)
+def emit_affine(cg, instr):
+    out, src = instr.outputs[0], instr.inputs[0]
+    args = [None if o is None else _const(o) for o in instr.inputs[1:]]
+    m = affine_map(instr.op, instr.attrs, src.type.shape, args)
+    if m is None:
+        raise BackendError(f"{instr.opname} '{instr.name}' is not a strided view of its input")
+    offset, strides = m
+    shape = tuple(out.type.shape)
+    mover = storage_dtype(out.type.dtype)
+    emit_strided(cg, instr.opname, shape, [broadcast(out, shape, mover), Access(src, strides, offset, mover)],
+                 lambda lanes, vals: vals[0])
+
+
+def _const(o) -> np.ndarray:
+    v = weight_data(o)
+    if v is None:
+        raise BackendError(f"%{o.name} must be a compile-time constant for the CPU backend")
+    return v
+
+
+# -- Concat -------------------------------------------------------------------------------------
+
+@cpu_kernel("Concat", supports=lambda node: all(storage_dtype(v.type.dtype) is not None
+                                                  for v in node.inputs if v is not None))
+def emit_concat(cg, instr):
+    out = instr.outputs[0]
+    shape = tuple(out.type.shape)
+    axis = instr.attrs["axis"] % len(shape)
+    ostrides = strides_of(shape)
+    mover = storage_dtype(out.type.dtype)
+    at = 0
+    for src in instr.inputs:
+        if src is None:
+            continue
+        part = tuple(src.type.shape)
+        if 0 not in part:
+            emit_strided(cg, "Concat", part, [Access(out, ostrides, at * ostrides[axis], mover),
+                                             Access(src, strides_of(part), 0, mover)],
+                         lambda lanes, vals: vals[0])
+        at += part[axis]
+
+
+# -- Pad (constant mode; the other modes lower to Slice/Concat) ---------------------------------
+
+def _pad_supported(node) -> bool:
+    return _movable(node) and node.attrs.get("mode", "constant") == "constant" and (
+        not node.outputs[0].type.is_static or all(v is None or v.is_constant for v in node.inputs[1:2] +
+                                                  node.inputs[3:]))
+
+
+def pad_widths(rank, pads, axes) -> list[tuple[int, int]]:
+    axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
+    widths = [(0, 0)] * rank
+    for i, a in enumerate(axes):
+        widths[a] = (int(pads[i]), int(pads[i + len(axes)]))
+    return widths
+
+
+@cpu_kernel("Pad", supports=_pad_supported)
+def emit_pad(cg, instr):
+    """Fill the output with the constant, then (after a barrier) copy the kept input region in."""
+    out, src = instr.outputs[0], instr.inputs[0]
+    value = instr.inputs[2] if len(instr.inputs) > 2 else None
+    axes = _const(instr.inputs[3]) if len(instr.inputs) > 3 and instr.inputs[3] is not None else None
+    widths = pad_widths(len(src.type.shape), _const(instr.inputs[1]).reshape(-1), axes)
+    shape, in_shape = tuple(out.type.shape), tuple(src.type.shape)
+    mover = storage_dtype(out.type.dtype)
+    region = [d - max(-b, 0) - max(-e, 0) for d, (b, e) in zip(in_shape, widths)]
+    if any(b > 0 or e > 0 for b, e in widths) or 0 in region:
+        if value is not None and value.type.numel:
+            fill = [Access(out, strides_of(shape), 0, mover), Access(value, [0] * len(shape), 0, mover)]
+            emit_strided(cg, "Pad.fill", shape, fill, lambda lanes, vals: vals[0])
+        else:
+            emit_strided(cg, "Pad.fill", shape, [Access(out, strides_of(shape), 0, mover)],
+                         lambda lanes, vals: lanes.const(mover, 0))
+        if 0 in region:
+            return
+        cg.barrier()
+    ost, ist = strides_of(shape), strides_of(in_shape)
+    out_off = sum(max(b, 0) * s for (b, _), s in zip(widths, ost))
+    in_off = sum(max(-b, 0) * s for (b, _), s in zip(widths, ist))
+    emit_strided(cg, "Pad", tuple(region), [Access(out, ost, out_off, mover), Access(src, ist, in_off, mover)],
+                 lambda lanes, vals: vals[0])
+
+
+__all__ = ["affine_map", "emit_copy", "emit_memcpy", "pad_widths"]

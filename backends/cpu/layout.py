@@ -1,0 +1,392 @@
+"""The CPU backend's layout transform: convolutions and pools run NHWC, and a CNN stays NHWC.
+
+Backend-private ops (domain "glow.cpu", declared here with shape rules, NumPy references and
+lowering rules back to the ONNX ops, so verifier, interpreters and other backends understand them):
+
+    ConvNHWC(X[N,H,W,C] already padded, W[M,C/group,kh,kw], B?) -> Y[N,Ho,Wo,M]
+    MaxPoolNHWC / AveragePoolNHWC (ONNX pool attributes) / GlobalAveragePoolNHWC
+
+`transform_graph` tracks, for every value, the layout its data is really in: a permutation q of
+its logical (ONNX) axes, physical = transpose(logical, q); NHWC is q = (0, 2, 3, 1). Conv and pools
+produce NHWC; elementwise ops and Concat compute in their inputs' layout (constants are
+transposed at compile time); a Transpose only changes the permutation (no data moves); a
+Reshape runs on the physical data when its axis groups are contiguous there (ShuffleNet's channel
+shuffle costs one transpose, as in NCHW). Every other op, and every graph output, gets its data
+back in the logical layout through one Transpose (a Reshape when only size-1 axes move). So
+transposes appear only where the layout really changes, never in pairs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from glow import dtypes as dt
+from glow.graph import Graph
+from glow.lowering.registry import lowering
+from glow.ops import get_op
+from glow.ops.conv import out_extents, window_attrs
+from glow.ops.registry import ELEMENTWISE, NN, POOL, Attr, Tier, op
+from glow.rewrite import rebuild
+
+DOMAIN = "glow.cpu"
+NHWC = (0, 2, 3, 1)
+TO_NCHW = (0, 3, 1, 2)
+F32 = frozenset({dt.float32})
+
+
+# -- eligibility (shared with the kernels' support predicates) -------------------------------------
+
+def _static(v, rank=None) -> bool:
+    t = None if v is None else v.type
+    return (isinstance(t, dt.TensorType) and t.is_static and t.dtype == dt.float32 and t.numel > 0
+            and (rank is None or len(t.shape) == rank))
+
+
+def conv_geometry(node):
+    """(kernel, strides, dilations, pads_begin, pads_end) of a 2-D Conv or pool node."""
+    x = node.inputs[0].type.shape
+    a = node.attrs
+    kernel = a.get("kernel_shape") or node.inputs[1].type.shape[2:]
+    k, s, d, p = window_attrs(ValueError, 2, kernel, a.get("strides"), a.get("dilations"), a.get("pads"))
+    _, pb, pe = out_extents(ValueError, x[2:], k, s, d, p, a.get("auto_pad", "NOTSET"),
+                            a.get("ceil_mode", 0))
+    return k, s, d, pb, pe
+
+
+def conv_ok(node) -> bool:
+    """A float32 2-D Conv with constant weights: runs NHWC on the implicit-GEMM kernels."""
+    ins = node.inputs
+    if node.op.name != "Conv" or not _static(ins[0], 4) or not _static(ins[1], 4):
+        return False
+    if not ins[1].is_constant or (len(ins) > 2 and ins[2] is not None and not _static(ins[2])):
+        return False
+    return _geometry_ok(node)
+
+
+def pool_ok(node) -> bool:
+    """A float32 2-D MaxPool (without Indices) or AveragePool, dilation 1; GlobalAveragePool."""
+    if not _static(node.inputs[0], 4) or not _static(node.outputs[0], 4):
+        return False
+    if node.op.name == "GlobalAveragePool":
+        return True
+    if node.op.name == "MaxPool" and len(node.outputs) > 1 and node.outputs[1] is not None:
+        return False
+    if any(d != 1 for d in node.attrs.get("dilations") or ()):
+        return False
+    return node.op.name in ("MaxPool", "AveragePool") and _geometry_ok(node)
+
+
+def _geometry_ok(node) -> bool:
+    try:
+        conv_geometry(node)
+        return True
+    except (ValueError, TypeError):
+        return False
+
+
+# -- the NHWC ops ---------------------------------------------------------------------------------
+
+def _nchw(t: dt.TensorType) -> dt.TensorType:
+    s = t.shape
+    return dt.TensorType((s[0], s[3], s[1], s[2]), t.dtype)
+
+
+def _nhwc_shape(s):
+    return (s[0], s[2], s[3], s[1])
+
+
+class _NchwCtx:
+    """An InferContext whose first input is seen in NCHW, for reusing the ONNX ops' shape rules."""
+
+    def __init__(self, ctx, opdef):
+        self._ctx, self.op = ctx, opdef
+        self.inputs = [_nchw(ctx.inputs[0])] + list(ctx.inputs[1:])
+
+    def __getattr__(self, k):
+        return getattr(self._ctx, k)
+
+    def input(self, i):
+        return self.inputs[i] if self.has(i) else self._ctx.input(i)
+
+    def has(self, i):
+        return i < len(self.inputs) and self.inputs[i] is not None
+
+    def shape(self, i):
+        return self.input(i).shape
+
+    def dtype(self, i):
+        return self.input(i).dtype
+
+    def rank(self, i):
+        return self.input(i).rank
+
+
+def _nhwc_op(name: str, base: str, inputs, attrs, doc: str):
+    onnx_op = get_op(base)
+
+    def infer(ctx):
+        if ctx.input(0).shape is None or len(ctx.input(0).shape) != 4:
+            raise ctx.error("expects a rank-4 NHWC input")
+        out = onnx_op.infer(_NchwCtx(ctx, onnx_op))[0]
+        return [dt.TensorType(_nhwc_shape(out.shape), out.dtype)]
+
+    def reference(x, *rest, **a):
+        y = onnx_op.reference(np.ascontiguousarray(x.transpose(TO_NCHW)), *rest, **a)
+        y = y[0] if isinstance(y, tuple) else y
+        return np.ascontiguousarray(y.transpose(NHWC))
+
+    opdef = op(name, domain=DOMAIN, inputs=inputs, outputs=("Y:T",), types={"T": F32}, attrs=attrs,
+               infer=infer, reference=reference, groups={NN if base == "Conv" else POOL},
+               tier=Tier.KERNEL, doc=doc)
+
+    @lowering(name, domain=DOMAIN)
+    def lower(rb, node, ins):
+        x = rb.emit1("Transpose", [ins[0]], {"perm": TO_NCHW})
+        y = rb.emit(base, [x, *ins[1:]], dict(node.attrs))[0]
+        return [rb.emit1("Transpose", [y], {"perm": NHWC})]
+
+    return opdef
+
+
+_POOL = (Attr("auto_pad", "string", "NOTSET"), Attr("ceil_mode", "int", 0), Attr("dilations", "ints", None),
+         Attr("kernel_shape", "ints"), Attr("pads", "ints", None), Attr("strides", "ints", None))
+CONV_NHWC = _nhwc_op(
+    "ConvNHWC", "Conv", ("X:T", "W:T", "B:T?"), get_op("Conv").attrs,
+    "Conv with NHWC input and output (weights stay [M, C/group, kh, kw]); the CPU backend's layout.")
+MAXPOOL_NHWC = _nhwc_op("MaxPoolNHWC", "MaxPool", ("X:T",), (*_POOL, Attr("storage_order", "int", 0)),
+                        "MaxPool on NHWC data (no Indices output).")
+AVGPOOL_NHWC = _nhwc_op("AveragePoolNHWC", "AveragePool", ("X:T",), (*_POOL, Attr("count_include_pad", "int", 0)),
+                        "AveragePool on NHWC data.")
+GAP_NHWC = _nhwc_op("GlobalAveragePoolNHWC", "GlobalAveragePool", ("X:T",), (),
+                    "GlobalAveragePool on NHWC data: [N,H,W,C] -> [N,1,1,C].")
+NHWC_OF = {"Conv": CONV_NHWC, "MaxPool": MAXPOOL_NHWC, "AveragePool": AVGPOOL_NHWC,
+           "GlobalAveragePool": GAP_NHWC}
+
+
+# -- layout tracking ------------------------------------------------------------------------------
+
+def _inverse(p):
+    return tuple(int(i) for i in np.argsort(p))
+
+
+def _identity(p) -> bool:
+    return p is None or tuple(p) == tuple(range(len(p)))
+
+
+class _Layouts:
+    """Physical values and their permutations, for the values of the graph being rewritten."""
+
+    def __init__(self, rb):
+        self.rb = rb
+        self.phys: dict[int, tuple] = {}  # id(old value) -> (new value, perm)
+        self._cache: dict = {}
+
+    def get(self, old, new):
+        """(value, perm or None) holding `old` (whose rebuilt value is `new`)."""
+        return self.phys.get(id(old), (new, None)) if old is not None else (None, None)
+
+    def convert(self, v, p, q):
+        """v (physical under perm p; None = logical) re-laid out under perm q."""
+        p = None if _identity(p) else tuple(p)
+        q = None if _identity(q) else tuple(q)
+        if p == q:
+            return v
+        key = (id(v), p, q)
+        if key not in self._cache:
+            rank = len(v.type.shape)
+            inv_p = _inverse(p) if p else tuple(range(rank))
+            qq = q or tuple(range(rank))
+            t = tuple(inv_p[qq[i]] for i in range(rank))
+            self._cache[key] = self._move(v, t)
+        return self._cache[key]
+
+    def _move(self, v, t):
+        rb = self.rb
+        if v.is_constant:
+            return rb.constant(np.ascontiguousarray(np.transpose(v.data, t)), v.name)
+        shape = v.type.shape
+        moved = [a for a in t if shape[a] != 1]
+        if moved == sorted(moved):  # only size-1 axes move: the bytes are already in order
+            return rb.emit1("Reshape", [v, _shape_const(rb, [shape[a] for a in t])])
+        return rb.emit1("Transpose", [v], {"perm": t})
+
+    def logical(self, old, new):
+        v, p = self.get(old, new)
+        return self.convert(v, p, None) if v is not None else None
+
+
+def _shape_const(rb, shape):
+    return rb.constant(np.asarray(shape, np.int64), "shape")
+
+
+def _logical_shape(phys_shape, p):
+    s = [0] * len(p)
+    for i, a in enumerate(p):
+        s[a] = phys_shape[i]
+    return tuple(s)
+
+
+# -- the rewrite ----------------------------------------------------------------------------------
+
+def to_nhwc(graph: Graph, supports=None) -> Graph:
+    """Rewrite eligible Conv/pool nodes (and `supports(nhwc_node)` permitting) to NHWC ops and
+    propagate the layout as described in the module docstring."""
+    if any(n.captures or n.op.has_subgraphs for n in graph.nodes):
+        return graph  # sub-graphs read outer values by name: keep every value logical
+    if not any(conv_ok(n) or (n.op.name in NHWC_OF and pool_ok(n)) for n in graph.nodes):
+        return graph
+    outputs = {id(v) for v in graph.outputs}
+    state: dict = {}
+
+    def visit(rb, node, ins):
+        lay = state.get("lay")
+        if lay is None or lay.rb is not rb:
+            lay = state["lay"] = _Layouts(rb)
+        pairs = [lay.get(o, n) for o, n in zip(node.inputs, ins)]
+        results = _rewrite(lay, node, ins, pairs)
+        if results is None:
+            if not any(p is not None for _, p in pairs):
+                return None
+            logical = [lay.convert(v, p, None) if v is not None else None for v, p in pairs]
+            return rb.add_node_like(node, logical)
+        outs = []
+        for old, (v, p) in zip(node.outputs, results):
+            p = None if _identity(p) else p
+            if p is not None:
+                lay.phys[id(old)] = (v, p)
+            outs.append(lay.convert(v, p, None) if id(old) in outputs else v)
+        return outs
+
+    new, _ = rebuild(graph, visit)
+    return new
+
+
+def _rewrite(lay, node, ins, pairs):
+    """[(value, perm)] per output of `node` in some layout, or None for "run it logically"."""
+    name = node.op.name if node.op.domain == "" else None
+    if name == "Conv" and conv_ok(node):
+        return [_conv(lay, node, ins, pairs)]
+    if name in NHWC_OF and pool_ok(node):
+        x = lay.convert(*pairs[0], NHWC)
+        return [(lay.rb.emit1(NHWC_OF[name], [x], dict(node.attrs)), NHWC)]
+    if not any(p is not None for _, p in pairs):
+        return None
+    if name == "Transpose":
+        v, p = pairs[0]
+        t = node.attrs.get("perm") or tuple(reversed(range(len(p))))
+        inv_t = _inverse(t)
+        return [(v, tuple(inv_t[a] for a in p))]
+    if name == "Reshape":
+        return _reshape(lay, node, pairs)
+    if name == "Concat":
+        return _concat(lay, node, pairs)
+    if _elementwise(node):
+        return _elementwise_rewrite(lay, node, pairs)
+    return None
+
+
+def _conv(lay, node, ins, pairs):
+    rb = lay.rb
+    x = lay.convert(*pairs[0], NHWC)
+    k, s, d, pb, pe = conv_geometry(node)
+    if any(pb) or any(pe):
+        pads = _shape_const(rb, [0, pb[0], pb[1], 0, 0, pe[0], pe[1], 0])
+        x = rb.emit1("Pad", [x, pads], {"mode": "constant"})
+    attrs = {"kernel_shape": tuple(k), "strides": tuple(s), "dilations": tuple(d),
+             "group": node.attrs.get("group", 1), "pads": (0, 0, 0, 0)}
+    return (rb.emit1(CONV_NHWC, [x, *ins[1:]], attrs), NHWC)
+
+
+def _elementwise(node) -> bool:
+    return (node.op.in_group(ELEMENTWISE) and node.op.pure and len(node.outputs) == 1
+            and isinstance(node.outputs[0].type, dt.TensorType) and node.outputs[0].type.is_static
+            and all(v is None or isinstance(v.type, dt.TensorType) and v.type.is_static
+                    for v in node.inputs))
+
+
+def _elementwise_rewrite(lay, node, pairs):
+    out_shape = node.outputs[0].type.shape
+    r = len(out_shape)
+    q = next((p for (v, p), old in zip(pairs, node.inputs)
+              if p is not None and old.type.shape == out_shape), None)
+    if q is None or len(q) != r:
+        return None
+    rb = lay.rb
+    new_ins = []
+    for (v, p), old in zip(pairs, node.inputs):
+        if v is None:
+            new_ins.append(None)
+            continue
+        if p is not None and tuple(p) == tuple(q):
+            new_ins.append(v)
+            continue
+        logical = lay.convert(v, p, None)
+        shape = old.type.shape
+        if len(shape) < r:
+            full = (1,) * (r - len(shape)) + tuple(shape)
+            logical = (rb.constant(logical.data.reshape(full), logical.name) if logical.is_constant
+                       else rb.emit1("Reshape", [logical, _shape_const(rb, full)]))
+        new_ins.append(lay.convert(logical, None, q))
+    return [(rb.emit1(node.op, new_ins, dict(node.attrs)), q)]
+
+
+def _concat(lay, node, pairs):
+    q = next(p for _, p in pairs if p is not None)
+    r = len(node.outputs[0].type.shape)
+    if len(q) != r:
+        return None
+    axis = node.attrs["axis"] % r
+    ins = [lay.convert(v, p, q) for v, p in pairs]
+    return [(lay.rb.emit1("Concat", ins, {"axis": list(q).index(axis)}), q)]
+
+
+def _reshape(lay, node, pairs):
+    (v, p), _ = pairs[0], pairs[1]
+    S = _logical_shape(v.type.shape, p)
+    T = tuple(node.outputs[0].type.shape)
+    if 0 in S or 0 in T:
+        return None
+    groups = _groups(S, T)
+    if groups is None:
+        return None
+    phys = [a for a in p if S[a] != 1]
+    order = sorted(groups, key=lambda g: min(phys.index(a) for a in g[0]))
+    wanted = [a for g in order for a in g[0]]
+    if wanted != phys:  # one transpose puts every group's axes together, in order
+        p2 = tuple([a for a in range(len(S)) if S[a] == 1] + wanted)
+        v, p = lay.convert(v, p, p2), p2
+    r = tuple([a for a in range(len(T)) if T[a] == 1] + [a for g in order for a in g[1]])
+    y = lay.rb.emit1("Reshape", [v, _shape_const(lay.rb, [T[a] for a in r])])
+    return [(y, r)]
+
+
+def _groups(S, T):
+    """Minimal groups (S axes, T axes) of equal size, over the axes of size > 1; None if the
+    sizes do not factor (cannot happen for a valid reshape)."""
+    sa = [a for a in range(len(S)) if S[a] != 1]
+    ta = [a for a in range(len(T)) if T[a] != 1]
+    groups, i, j = [], 0, 0
+    while i < len(sa) and j < len(ta):
+        gs, gt, ps, pt = [sa[i]], [ta[j]], S[sa[i]], T[ta[j]]
+        i, j = i + 1, j + 1
+        while ps != pt:
+            if ps < pt and i < len(sa):
+                gs.append(sa[i])
+                ps *= S[sa[i]]
+                i += 1
+            elif pt < ps and j < len(ta):
+                gt.append(ta[j])
+                pt *= T[ta[j]]
+                j += 1
+            else:
+                return None
+        groups.append((gs, gt))
+    return groups if i == len(sa) and j == len(ta) else None
+
+
+def transform_graph(graph: Graph) -> Graph:
+    """The CPU backend's graph transform (Backend.transform_graph)."""
+    return to_nhwc(graph)
+
+
+__all__ = ["transform_graph", "to_nhwc", "conv_ok", "pool_ok", "conv_geometry", "CONV_NHWC", "MAXPOOL_NHWC", "AVGPOOL_NHWC",
+           "GAP_NHWC", "DOMAIN", "NHWC"]

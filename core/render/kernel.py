@@ -1,0 +1,163 @@
+"""A rendered kernel, and the writer kernel templates use to build one.
+
+Every kernel takes the same kind of arguments: one pointer to the executable's device memory
+(`mem`, a byte pointer) and one byte offset per operand. The runtime places weights, the
+activation arena, inputs and outputs in that one allocation, so an operand is just an offset,
+and two instructions with the same shapes share one kernel (its text names no address).
+
+    w = KernelWriter(renderer, "add", instr)
+    a, y = w.arg(instr.inputs[0]), w.arg(instr.outputs[0], out=True)
+    i = w.flat_index(n)                      # one work-item per element, bounds-checked
+    w.line(f"{w.store(y, i, dtype, w.load(a, i, dtype) + ...)}")
+    kernel = w.finish()
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from .. import dtypes as dt
+from .cstyle import CStyleRenderer
+
+#: Largest element count indexed with 32-bit ints (faster on every device).
+INT32_LIMIT = (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel: its name and text, the helpers and features it needs, and how to launch it."""
+
+    name: str
+    source: str
+    helpers: frozenset
+    features: frozenset
+    global_size: tuple  # work-items per axis (not rounded up to the work-group size)
+    local_size: tuple | None  # work-group size, or None to let the runtime pick
+    operands: tuple  # IR operands (Buffer | View), in argument order after `mem`
+
+    @property
+    def launch(self) -> tuple:
+        """(global size rounded up to whole work-groups, local size)."""
+        if self.local_size is None:
+            return self.global_size, None
+        g = tuple(-(-n // l) * l for n, l in zip(self.global_size, self.local_size))
+        return g, self.local_size
+
+
+class KernelWriter:
+    def __init__(self, r: CStyleRenderer, base: str):
+        self.r = r
+        self.base = base
+        self.operands: list = []
+        self.prologue: list[str] = []
+        self.body: list[str] = []
+        self.helpers: set[str] = set()
+        self.features: set[str] = set()
+        self.global_size: tuple = (1,)
+        self.local_size: tuple | None = None
+        self._depth = 1
+
+    # -- arguments -----------------------------------------------------------------------------
+    def arg(self, operand, *, out: bool = False, dtype=None) -> str:
+        """A typed pointer to `operand`'s first element; returns its C name. Operands named
+        twice share one argument."""
+        for k, o in enumerate(self.operands):
+            if o is operand:
+                return f"p{k}"
+        k = len(self.operands)
+        self.operands.append(operand)
+        dtype = dtype or operand.type.dtype
+        self.uses(dtype)
+        g = f"{self.r.global_qualifier} " if self.r.global_qualifier else ""
+        const = "" if out else "const "
+        st = self.r.storage(dtype)
+        self.prologue.append(f"{g}{const}{st}* p{k} = ({g}{const}{st}*)(mem + o{k});")
+        return f"p{k}"
+
+    def uses(self, dtype) -> None:
+        """Record what a value of `dtype` needs (fp64 pragmas, conversion helpers)."""
+        if dtype == dt.float64:
+            self.features.add("fp64")
+        if dtype == dt.float16:
+            self.helpers.update(("glow_h2f", "glow_f2h"))
+        elif dtype == dt.bfloat16:
+            self.helpers.update(("glow_bf2f", "glow_f2bf"))
+
+    def need(self, helper: str) -> None:
+        self.helpers.add(helper)
+
+    # -- memory --------------------------------------------------------------------------------
+    def load(self, ptr: str, index: str, dtype) -> str:
+        """The element at `index` as a value of its compute type."""
+        self.uses(dtype)
+        v = f"{ptr}[{index}]"
+        if dtype == dt.float16:
+            return f"glow_h2f({v})"
+        if dtype == dt.bfloat16:
+            return f"glow_bf2f({v})"
+        return v
+
+    def store(self, ptr: str, index: str, dtype, value: str) -> str:
+        """The statement storing a compute-type `value` at `index`."""
+        return f"{ptr}[{index}] = {self.to_storage(value, dtype)};"
+
+    def to_storage(self, value: str, dtype) -> str:
+        if dtype == dt.float16:
+            return f"glow_f2h({value})"
+        if dtype == dt.bfloat16:
+            return f"glow_f2bf({value})"
+        if dtype == dt.bool_:
+            return f"({self.r.storage(dtype)})(({value}) != 0)"
+        return value
+
+    def round_half(self, value: str, dtype) -> str:
+        """`value` rounded to `dtype` when that is a 16-bit float (a NumPy op rounds each step)."""
+        if dtype == dt.float16:
+            return f"glow_h2f(glow_f2h({value}))"
+        if dtype == dt.bfloat16:
+            return f"glow_bf2f(glow_f2bf({value}))"
+        return value
+
+    # -- work distribution ---------------------------------------------------------------------
+    def flat_index(self, n: int, local: int = 64, name: str = "i") -> str:
+        """One work-item per element of a flat range of `n`; declares and bounds-checks `name`."""
+        check_size(n)
+        self.global_size, self.local_size = (n,), (min(local, max(n, 1)),)
+        self.line(f"const int {name} = {self.r.global_id(0)};")
+        self.line(f"if ({name} >= {n}) return;")
+        return name
+
+    def grid(self, global_size: tuple, local_size: tuple | None) -> None:
+        for n in global_size:
+            check_size(n)
+        self.global_size, self.local_size = tuple(global_size), local_size
+
+    # -- text ----------------------------------------------------------------------------------
+    def line(self, text: str = "") -> None:
+        self.body.append("  " * self._depth + text if text else "")
+
+    def open(self, text: str) -> None:
+        self.line(text + " {")
+        self._depth += 1
+
+    def close(self, text: str = "}") -> None:
+        self._depth -= 1
+        self.line(text)
+
+    def finish(self) -> Kernel:
+        params = [f"{self.r.global_qualifier} unsigned char* mem".strip()]
+        params += [f"const {self.r.offset_type} o{k}" for k in range(len(self.operands))]
+        lines = ["  " + p for p in self.prologue] + self.body
+        header = self.r.kernel_header("@NAME@", params, self.local_size)
+        text = header + " {\n" + "\n".join(lines) + "\n}\n"
+        digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+        name = f"{self.base}_{digest}"
+        return Kernel(name, text.replace("@NAME@", name), frozenset(self.helpers),
+                      frozenset(self.features), self.global_size, self.local_size,
+                      tuple(self.operands))
+
+
+def check_size(n: int) -> None:
+    if n > INT32_LIMIT:
+        raise ValueError(f"{n} elements: kernels index with 32-bit ints (at most {INT32_LIMIT})")

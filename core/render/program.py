@@ -1,0 +1,78 @@
+"""A whole IR function rendered: one program text and the ordered list of kernel launches.
+
+    program = render_program(fn, renderer, params)
+    program.source        # prelude (pragmas, helpers) + every distinct kernel once
+    program.launches      # [Kernel] in instruction order; each names its operands
+
+Instructions with identical kernel text share one kernel (names are content hashes), so a model
+with many same-shaped layers builds fewer kernels. Instructions that write nothing (zero-size
+outputs) launch nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import BackendError
+from .helpers import render_helpers
+from .kernel import Kernel, KernelWriter
+from .kernels.elementwise import render_copy, render_elementwise
+from .params import GPU, DeviceParams
+from .registry import rule_for
+
+
+@dataclass
+class Program:
+    source: str
+    launches: list  # [Kernel], in execution order
+    kernels: dict  # name -> Kernel (the first instruction that rendered it)
+
+
+def render_instr(instr, renderer, params: DeviceParams) -> Kernel | None:
+    """The kernel of one instruction (None for alloc/dealloc and empty outputs)."""
+    if instr.kind in ("alloc", "dealloc"):
+        return None
+    if all(o is None or o.type.numel == 0 for o in instr.outputs):
+        return None
+    w = KernelWriter(renderer, _base_name(instr))
+    if instr.kind == "copy":
+        render_copy(w, instr, params)
+    elif instr.kind == "fused" or (instr.expr is None and _elementwise(instr)):
+        render_elementwise(w, instr, params)
+    else:
+        rule = rule_for(instr.op.name)
+        if rule is None:
+            raise BackendError(f"no {renderer.name} kernel for instruction '{instr.name}' ({instr.opname})")
+        rule.render(w, instr, params)
+    return w.finish()
+
+
+def _elementwise(instr) -> bool:
+    from .expr import CODE_FOR_OP
+
+    return instr.op.name in CODE_FOR_OP and rule_for(instr.op.name) is None
+
+
+def _base_name(instr) -> str:
+    name = instr.kind if instr.kind != "kernel" else instr.op.name.lower()
+    return name + ("_ep" if instr.kind == "kernel" and instr.expr is not None else "")
+
+
+def render_program(fn, renderer, params: DeviceParams = GPU) -> Program:
+    launches, kernels = [], {}
+    for instr in fn.instrs:
+        k = render_instr(instr, renderer, params)
+        if k is None:
+            continue
+        launches.append(k)
+        kernels.setdefault(k.name, k)
+    return Program(program_source(renderer, kernels.values()), launches, kernels)
+
+
+def program_source(renderer, kernels) -> str:
+    kernels = list(kernels)
+    helpers = set().union(*(k.helpers for k in kernels)) if kernels else set()
+    features = set().union(*(k.features for k in kernels)) if kernels else set()
+    parts = renderer.preamble(features) + render_helpers(renderer, helpers)
+    parts += [k.source for k in kernels]
+    return "\n".join(parts) + "\n"
