@@ -29,6 +29,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("glow: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `glow ... | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
     except Exception as e:  # a glow bug: one line, the traceback only on request
         if os.environ.get("GLOW_DEBUG"):
             raise

@@ -13,6 +13,8 @@ plugins.toml (first found: $GLOW_PLUGINS_TOML, ./plugins.toml, the copy shipped 
     name = "cpu-small"
     backend = "cpu"
     memory_mb = 64
+    ops = ["MatMul", "Conv"]         # optional: restrict to these ops (+ whatever lowers to them)
+    peak_gflops = 100.0              # optional cost figures; default: the backend's first device's
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import importlib.metadata
 import os
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pluggy
 
@@ -169,6 +171,49 @@ class Registry:
 
     def logical_devices(self) -> list[dict]:
         return list(self.config.get("devices", []))
+
+    def logical_device(self, name: str) -> Device:
+        """The `[[devices]]` entry called `name` as a Device of its backend. Raises BackendError when
+        there is no such entry or its backend is unavailable (with the backend's reason)."""
+        entries = [e for e in self.logical_devices() if e.get("name") == name]
+        if not entries:
+            known = ", ".join(str(e.get("name")) for e in self.logical_devices()) or "none"
+            raise BackendError(f"unknown logical device '{name}' (plugins.toml declares: {known})")
+        if len(entries) > 1:
+            raise GlowError(f"plugins.toml declares logical device '{name}' {len(entries)} times")
+        entry = entries[0]
+        backend = entry.get("backend")
+        if not backend:
+            raise GlowError(f"plugins.toml: logical device '{name}' has no backend")
+        be = self.get(str(backend))
+        return logical_device_from_entry(entry, self.records[be.name].devices[0])
+
+
+#: `[[devices]]` keys that map onto Device fields (memory in MiB there, bytes here); other keys go
+#: to `Device.extra` so that a backend or the runtime can read them (e.g. `threads`).
+_DEVICE_KEYS = {"kind", "peak_gflops", "mem_bandwidth_gbs", "transfer_gbs"}
+
+
+def logical_device_from_entry(entry: dict, base: Device) -> Device:
+    """A logical device: the backend's own device `base` with the entry's name, cap, ops and figures."""
+    name = str(entry["name"])
+    fields = {k: entry[k] for k in _DEVICE_KEYS if k in entry}
+    for k in ("peak_gflops", "mem_bandwidth_gbs", "transfer_gbs"):
+        if k in fields and not (isinstance(fields[k], (int, float)) and fields[k] > 0):
+            raise GlowError(f"plugins.toml: logical device '{name}': {k} must be a positive number")
+    if "memory_mb" in entry:
+        mb = entry["memory_mb"]
+        if not isinstance(mb, (int, float)) or mb <= 0:
+            raise GlowError(f"plugins.toml: logical device '{name}': memory_mb must be a positive number")
+        fields["memory_bytes"] = int(mb * 2**20)
+    if "ops" in entry:
+        ops = entry["ops"]
+        if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
+            raise GlowError(f"plugins.toml: logical device '{name}': ops must be a list of op names")
+        fields["supported_ops"] = frozenset(ops)
+    known = _DEVICE_KEYS | {"name", "backend", "memory_mb", "ops"}
+    extra = {**base.extra, **{k: v for k, v in entry.items() if k not in known}}
+    return replace(base, name=name, extra={**extra, "logical": True}, **fields)
 
 
 _lock = threading.Lock()

@@ -56,7 +56,7 @@ def test_backends_lists_reference():
 
 
 def test_compile_dump_graph_and_dot():
-    r = glow("compile", EXAMPLE_MODEL, "--dump", "graph")
+    r = glow("compile", EXAMPLE_MODEL, "--dump", "graph", "--backend", "reference")
     assert r.returncode == 0, r.stderr
     assert "Conv(%image, %conv1_w, %conv1_b)" in r.stdout
     r = glow("compile", EXAMPLE_MODEL, "--dump", "dot")

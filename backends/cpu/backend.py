@@ -62,8 +62,8 @@ class CpuBackend(Backend):
         from glow.passes.fusion import FuseActivation, FuseElementwise
 
         producers = frozenset(op for (dom, op), kd in codegen.load_kernels().items()
-                              if dom == "" and any(k.epilogue for k in kd.variants())
-                              and op in ("Conv", "ConvTranspose", "Gemm", "MatMul"))
+                              if dom in ("", "glow.cpu") and any(k.epilogue for k in kd.variants())
+                              and op in ("Conv", "ConvTranspose", "Gemm", "MatMul", "ConvNHWC"))
         return [FuseElementwise(), FuseActivation(producers)] if producers else [FuseElementwise()]
 
     def transform_graph(self, graph: Graph) -> Graph:

@@ -279,6 +279,8 @@ def _rewrite(lay, node, ins, pairs):
         return _reshape(lay, node, pairs)
     if name == "Concat":
         return _concat(lay, node, pairs)
+    if name in ("Pad", "Slice") and pairs[0][1] is not None:
+        return _pad_or_slice(lay, node, ins, pairs)
     if _elementwise(node):
         return _elementwise_rewrite(lay, node, pairs)
     return None
@@ -337,6 +339,32 @@ def _concat(lay, node, pairs):
     axis = node.attrs["axis"] % r
     ins = [lay.convert(v, p, q) for v, p in pairs]
     return [(lay.rb.emit1("Concat", ins, {"axis": list(q).index(axis)}), q)]
+
+
+def _pad_or_slice(lay, node, ins, pairs):
+    """Pad (constant pads, every axis) or Slice (constant axes) on the physical data: the per-axis
+    arguments follow the axes to their physical positions."""
+    v, q = pairs[0]
+    r = len(q)
+    pos = {a: i for i, a in enumerate(q)}  # logical axis -> physical position
+    rb = lay.rb
+    if node.op.name == "Pad":
+        if node.attrs.get("mode", "constant") != "constant" or (len(ins) > 3 and ins[3] is not None) \
+                or ins[1].data is None:
+            return None
+        pads = [int(x) for x in ins[1].data.reshape(-1)]
+        phys = [pads[q[i]] for i in range(r)] + [pads[r + q[i]] for i in range(r)]
+        rest = [ins[2]] if len(ins) > 2 and ins[2] is not None else []
+        return [(rb.emit1("Pad", [v, _shape_const(rb, phys), *rest], dict(node.attrs)), q)]
+    starts = ins[1]
+    axes = ins[3] if len(ins) > 3 else None
+    if axes is not None and axes.data is None:
+        return None
+    logical = ([int(a) % r for a in axes.data.reshape(-1)] if axes is not None
+               else list(range(starts.type.shape[0])))
+    new_axes = _shape_const(rb, [pos[a] for a in logical])
+    rest = list(ins[4:5]) if len(ins) > 4 else []
+    return [(rb.emit1("Slice", [v, ins[1], ins[2], new_axes, *rest], dict(node.attrs)), q)]
 
 
 def _reshape(lay, node, pairs):

@@ -232,10 +232,6 @@ def lower_attention(rb, node, ins):
 
 # -- FlexAttention ---------------------------------------------------------------------------------
 
-#: Kept while rules_ml.py migrates to `@lowering(op, domain)`.
-lowering_in_domain = lowering
-
-
 def _inline(rb, graph, x):
     """The one-input, one-output sub-graph applied to x (its nodes re-emitted here; they lower
     further by their own rules). The result keeps x's type, as the reference casts it."""

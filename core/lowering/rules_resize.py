@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
+from ..graph import Value
 from ..ops.resize import _LEGACY, _plan, _source_coords, _taps
 from ._build import ints, scalar
 from .driver import MEMORY_BLOWUP_LIMIT
@@ -53,75 +54,134 @@ def lower_resize(rb, node, ins):
     x, roi, scales, sizes = (list(ins) + [None] * 3)[:4]
     a = node.attrs
     shape = x.type.shape
-    scales_v, sizes_v = _known(scales), _known(sizes)
-    if shape is None or (scales_v is None) == (sizes_v is None):
-        return None  # the output size is only known at run time
+    if shape is None:
+        return None
     r = len(shape)
     ctm = a["coordinate_transformation_mode"]
-    axes = list(range(r)) if not a["axes"] else [ax % r for ax in a["axes"]]
-    if scales_v is not None and ctm != "tf_crop_and_resize":
-        # A scale of exactly 1 leaves its axis alone, whatever its (e.g. dynamic batch) size.
-        keep = [i for i, ax in enumerate(axes) if scales_v.reshape(-1)[i] != 1 or isinstance(shape[ax], int)]
-        if not keep:
-            return [op1(rb, "Identity", x)]
-        axes, scales_v = [axes[i] for i in keep], scales_v.reshape(-1)[keep]
-    if not static([shape[ax] for ax in axes]):
-        return None
-    out, scale, axes = _plan(ValueError, shape, scales_v, sizes_v, axes, a["keep_aspect_ratio_policy"])
-    rois = [(0.0, 1.0)] * r
+    plan = _resize_plan(rb, node, x, scales, sizes)
+    if plan is None or not plan[0]:
+        return None if plan is None else [op1(rb, "Identity", x)]
+    axes, out, scale = plan
+    rois = [(0.0, 1.0)] * r  # per axis (start, end): floats, or values of the roi input
     if ctm == "tf_crop_and_resize":
         rv = _known(roi)
-        if rv is None:
-            return None
-        rv = rv.reshape(-1)
         for i, ax in enumerate(axes):
-            rois[ax] = (rv[i], rv[len(axes) + i])
+            if rv is not None:  # numpy scalars: roi arithmetic stays in roi's own precision
+                rois[ax] = (rv.reshape(-1)[i], rv.reshape(-1)[len(axes) + i])
+            else:
+                rois[ax] = tuple(reshape(rb, strided(rb, roi, [0], [j], [1], [1]), []) for j in (i, len(axes) + i))
     nearest = a["mode"] == "nearest"
     dtype = x.type.dtype
     data = x if nearest else narrow(rb, x, _compute_type(dtype))
-    outside = np.zeros((1,) * r, bool)
+    outside = []  # per resized axis of tf_crop_and_resize: where it samples outside the input
     out_bytes = math.prod(d if isinstance(d, int) else 1 for d in out) * dtype.itemsize
     limit = MEMORY_BLOWUP_LIMIT * max(nbytes(x), out_bytes)  # the driver's bound for this node
     for ax in axes:
         n_in, n_out = shape[ax], out[ax]
-        if n_out == n_in and math.isclose(scale[ax], 1.0) and rois[ax] == (0.0, 1.0):
+        known = not isinstance(scale[ax], Value) and not isinstance(rois[ax][0], Value)
+        if known and n_out == n_in and math.isclose(scale[ax], 1.0) and rois[ax] == (0.0, 1.0):
             continue
         if n_in == 0 or n_out == 0:
             data = _empty_axis(rb, data, ax, n_out)
             continue
-        xs = _source_coords(ctm, n_in, n_out, scale[ax], rois[ax])
+        if known:  # taps and weights are constants
+            xs = _source_coords(ctm, n_in, n_out, scale[ax], rois[ax])
+            idx, w = _taps(xs, n_in, scale[ax], a)
+            if ctm == "tf_crop_and_resize":
+                outside.append(rb.constant((xs < 0) | (xs > n_in - 1), name="outside"))
+        else:  # computed at run time from the scale / roi values
+            xs = _source_coords_value(rb, ctm, n_in, n_out, scale[ax], rois[ax])
+            idx, w = _taps_value(rb, xs, n_in, scale[ax], a)
+            if ctm == "tf_crop_and_resize":
+                outside.append(_beyond(rb, xs, 0, n_in - 1))
         if ctm == "tf_crop_and_resize":
-            mask_shape = [1] * r
-            mask_shape[ax] = n_out
-            outside = outside | ((xs < 0) | (xs > n_in - 1)).reshape(mask_shape)
-        idx, w = _taps(xs, n_in, scale[ax], a)
-        data = _nearest_axis(rb, data, ax, idx[:, 0]) if w is None else _weighted_axis(rb, data, ax, idx, w, limit)
-    if outside.any():
+            outside[-1] = reshape(rb, outside[-1], [n_out if i == ax else 1 for i in range(r)])
+        if w is None:
+            data = _nearest_axis(rb, data, ax, idx[:, 0] if isinstance(idx, np.ndarray) else idx)
+        else:
+            data = _weighted_axis(rb, data, ax, idx, w, limit)
+    if outside:
         fill = scalar(rb, np.asarray(a["extrapolation_value"]).astype(data.type.dtype.np), data)
-        data = op1(rb, "Where", rb.constant(outside, name="outside"), fill, data)
+        data = op1(rb, "Where", chain(rb, "Or", outside), fill, data)
     return [data if nearest else _cast_back(rb, data, dtype)]
 
 
+def _resize_plan(rb, node, x, scales, sizes):
+    """(resized axes, output dims, per-axis scale: a float, or a 0-d float64 value computed at
+    run time), or None. scales/sizes known when lowering give everything (as the reference's
+    _plan); given only at run time, the output shape must be declared (the node's type)."""
+    a = node.attrs
+    shape = x.type.shape
+    r = len(shape)
+    axes = list(range(r)) if not a["axes"] else [ax % r for ax in a["axes"]]
+    scales_v, sizes_v = _known(scales), _known(sizes)
+    ctm, policy = a["coordinate_transformation_mode"], a["keep_aspect_ratio_policy"]
+    if scales_v is not None or sizes_v is not None:
+        if scales_v is not None and ctm != "tf_crop_and_resize":
+            # A scale of exactly 1 leaves its axis alone, whatever its (e.g. dynamic batch) size.
+            keep = [i for i, ax in enumerate(axes) if scales_v.reshape(-1)[i] != 1 or isinstance(shape[ax], int)]
+            if not keep:
+                return [], None, None
+            axes, scales_v = [axes[i] for i in keep], scales_v.reshape(-1)[keep]
+        if not static([shape[ax] for ax in axes]):
+            return None
+        out, scale, axes = _plan(ValueError, shape, scales_v, sizes_v, axes, policy)
+        return axes, out, scale
+    out = node.outputs[0].type.shape
+    if out is None or not static([out[ax] for ax in axes] + [shape[ax] for ax in axes]):
+        return None
+    if any(shape[ax] == 0 for ax in axes):
+        return None
+    scale = [1.0] * r
+    if sizes is not None and policy == "stretch":  # scale = size / input, and size = output
+        for ax in axes:
+            scale[ax] = out[ax] / shape[ax]
+    elif sizes is not None:  # one scale for all axes: the smallest or largest size / input ratio
+        ratios = op1(rb, "Div", op1(rb, "Cast", sizes, to=F64),
+                     rb.constant(np.asarray([shape[ax] for ax in axes], np.float64), name="in_dims"))
+        s = op1(rb, "ReduceMin" if policy == "not_larger" else "ReduceMax", ratios, keepdims=0)
+        for ax in axes:
+            scale[ax] = s
+    else:
+        sv = op1(rb, "Cast", scales, to=F64)
+        for i, ax in enumerate(axes):
+            scale[ax] = reshape(rb, strided(rb, sv, [0], [i], [1], [1]), [])
+    return axes, list(out), scale
+
+
 def _nearest_axis(rb, data, ax, idx):
-    if len(idx) == data.type.shape[ax] and (idx == np.arange(len(idx))).all():
-        return data
-    return op1(rb, "Gather", data, rb.constant(idx.astype(np.int64), name="taps"), axis=ax)
+    if isinstance(idx, np.ndarray):
+        if len(idx) == data.type.shape[ax] and (idx == np.arange(len(idx))).all():
+            return data
+        idx = rb.constant(idx.astype(np.int64), name="taps")
+    return op1(rb, "Gather", data, idx, axis=ax)
 
 
 def _weighted_axis(rb, data, ax, idx, w, limit):
-    # Taps whose weight is 0 at every output position (filter edges) are dropped.
-    used = np.abs(w).sum(0) != 0
-    idx, w = idx[:, used], w[:, used]
-    r, (n_out, taps) = len(data.type.shape), w.shape
-    wide = w.reshape(w.shape + (1,) * (r - ax - 1)).astype(data.type.dtype.np)
+    """Sum over T taps of data gathered at idx (out, T) times w (out, T), along axis ax; idx and w
+    are constants (arrays) or run-time values."""
+    r = len(data.type.shape)
+    if isinstance(w, np.ndarray):
+        used = np.abs(w).sum(0) != 0  # taps with weight 0 everywhere (filter edges) are dropped
+        idx, w = idx[:, used], w[:, used]
+        idx = rb.constant(idx.astype(np.int64), name="taps")
+        w = rb.constant(w.astype(data.type.dtype.np), name="weights")
+    else:
+        w = narrow(rb, w, data.type.dtype)
+    n_out, taps = w.type.shape
+    trail = [1] * (r - ax - 1)
     if nbytes(data) // data.type.shape[ax] * n_out * taps <= limit // 2:
         # All taps in one Gather: (.., out, T, ..), weighted and summed over T.
-        g = op1(rb, "Gather", data, rb.constant(idx.astype(np.int64), name="taps"), axis=ax)
-        weighted = op1(rb, "Mul", g, rb.constant(wide, name="weights"))
+        g = op1(rb, "Gather", data, idx, axis=ax)
+        weighted = op1(rb, "Mul", g, reshape(rb, w, [n_out, taps, *trail]))
         return op1(rb, "ReduceSum", weighted, ints(rb, [ax + 1]), keepdims=0)
+
     # Too big at once (e.g. 8-bit data computed in float64): one Gather per tap, accumulated.
-    terms = [op1(rb, "Mul", op1(rb, "Gather", data, rb.constant(idx[:, t].astype(np.int64), name="taps"), axis=ax),
-                 rb.constant(wide[:, t], name="weights")) for t in range(taps)]
+    def col(v, t):
+        return reshape(rb, strided(rb, v, [1], [t], [1], [1]), [n_out])
+
+    terms = [op1(rb, "Mul", op1(rb, "Gather", data, col(idx, t), axis=ax), reshape(rb, col(w, t), [n_out, *trail]))
+             for t in range(taps)]
     return chain(rb, "Add", terms)
 
 
@@ -141,6 +201,102 @@ def _cast_back(rb, y, dtype):
     y = op1(rb, "Round", y)
     y = op1(rb, "Min", op1(rb, "Max", y, scalar(rb, info.min, y)), scalar(rb, info.max, y))
     return op1(rb, "Cast", y, to=dtype)
+
+
+# Run-time coordinates: the reference's _source_coords and _taps as graph ops, operation for
+# operation in the same precisions (float64; roi arithmetic in roi's type), so that every floor,
+# ceil and rounding decision agrees.
+
+def _source_coords_value(rb, ctm, n_in, n_out, scale, roi):
+    """Source coordinates (float64, (n_out,)) of a resized axis; scale a float or 0-d value."""
+    y = rb.constant(np.arange(n_out, dtype=np.float64), name="positions")
+    s = scale if isinstance(scale, Value) else _f(rb, scale, y)
+    width = op1(rb, "Mul", s, _f(rb, n_in, y))  # the fractional output length the scale asks for
+    zeros = _f(rb, np.zeros(n_out), y)
+    shifted = op1(rb, "Div", op1(rb, "Add", y, _f(rb, 0.5, y)), s)  # (y + 0.5) / scale
+    if ctm == "half_pixel":
+        return op1(rb, "Sub", shifted, _f(rb, 0.5, y))
+    if ctm == "half_pixel_symmetric":
+        offset = op1(rb, "Sub", _f(rb, 1, y), op1(rb, "Div", _f(rb, n_out, y), width))
+        offset = op1(rb, "Mul", _f(rb, n_in / 2, y), offset)
+        return op1(rb, "Sub", op1(rb, "Add", offset, shifted), _f(rb, 0.5, y))
+    if ctm == "pytorch_half_pixel":
+        return op1(rb, "Where", op1(rb, "Greater", width, _f(rb, 1, y)), op1(rb, "Sub", shifted, _f(rb, 0.5, y)), zeros)
+    if ctm == "align_corners":
+        ratio = op1(rb, "Div", op1(rb, "Mul", y, _f(rb, n_in - 1, y)), op1(rb, "Sub", width, _f(rb, 1, y)))
+        return op1(rb, "Where", op1(rb, "Equal", width, _f(rb, 1, y)), zeros, ratio)
+    if ctm == "asymmetric":
+        return op1(rb, "Div", y, s)
+    if ctm == "tf_half_pixel_for_nn":
+        return shifted
+    start, end = (v if isinstance(v, Value) else rb.constant(v, name="roi") for v in roi)
+    span = op1(rb, "Sub", end, start)
+    shift = op1(rb, "Mul", start, _f(rb, n_in - 1, start))
+    full = op1(rb, "Div", op1(rb, "Mul", op1(rb, "Mul", y, op1(rb, "Cast", span, to=F64)), _f(rb, n_in - 1, y)),
+               op1(rb, "Sub", width, _f(rb, 1, y)))
+    full = op1(rb, "Add", full, op1(rb, "Cast", shift, to=F64))
+    middle = op1(rb, "Add", op1(rb, "Div", op1(rb, "Mul", span, _f(rb, n_in - 1, span)), _f(rb, 2, span)), shift)
+    middle = op1(rb, "Add", zeros, op1(rb, "Cast", middle, to=F64))
+    return op1(rb, "Where", op1(rb, "Equal", width, _f(rb, 1, y)), middle, full)
+
+
+def _taps_value(rb, xs, n_in, scale, a):
+    """(int64 indices, float64 weights or None for nearest) from run-time coordinates xs."""
+    mode = a["mode"]
+    if mode == "nearest":
+        # Coordinates within 1e-9 of an integer count as that integer (as the reference).
+        rx = op1(rb, "Round", xs)
+        diff = op1(rb, "Sub", xs, rx)
+        near = op1(rb, "Less", op1(rb, "Max", diff, op1(rb, "Sub", _f(rb, 0, xs), diff)), _f(rb, 1e-9, xs))
+        xs = op1(rb, "Where", near, rx, xs)
+        nm = a["nearest_mode"]
+        if nm == "round_prefer_floor":
+            v = op1(rb, "Ceil", op1(rb, "Sub", xs, _f(rb, 0.5, xs)))
+        elif nm == "round_prefer_ceil":
+            v = op1(rb, "Floor", op1(rb, "Add", xs, _f(rb, 0.5, xs)))
+        else:
+            v = op1(rb, "Floor" if nm == "floor" else "Ceil", xs)
+        return _clip_index(rb, v, n_in), None
+    n_out, support = xs.type.shape[0], 1 if mode == "linear" else 2
+    base = op1(rb, "Sub", op1(rb, "Ceil", xs), _f(rb, 1, xs))  # the fraction r lies in (0, 1]
+    r = reshape(rb, op1(rb, "Sub", xs, base), [n_out, 1])
+    s, start = None, 1 - support
+    if a["antialias"]:
+        # The filter widens by 1 / s, s = min(scale, 1). For a run-time scale, take the taps of
+        # its smallest value the output size allows: the extra taps fall outside the filter and
+        # weigh 0, as every tap past the support does.
+        if isinstance(scale, Value):
+            s = op1(rb, "Min", scale, _f(rb, 1, scale))
+            s_lo = min(max((n_out - 0.5) / n_in, 1e-6), 1.0)
+        else:
+            s = s_lo = min(scale, 1.0)
+        start = int(math.floor(-support / s_lo)) + 1
+    offs = rb.constant(np.arange(start, 2 - start, dtype=np.float64), name="offsets")
+    t = op1(rb, "Sub", offs, r)
+    if s is not None:
+        t = op1(rb, "Mul", t, s if isinstance(s, Value) else _f(rb, s, t))
+    at = op1(rb, "Max", t, op1(rb, "Sub", _f(rb, 0, t), t))
+    if mode == "linear":
+        w = op1(rb, "Max", op1(rb, "Min", op1(rb, "Sub", _f(rb, 1, t), at), _f(rb, 1, t)), _f(rb, 0, t))
+    else:
+        w = _keys(rb, at, a["cubic_coeff_a"])
+    if s is not None:
+        w = op1(rb, "Div", w, op1(rb, "ReduceSum", w, ints(rb, [1]), keepdims=1))
+    idx = op1(rb, "Add", reshape(rb, base, [n_out, 1]), offs)
+    if a["exclude_outside"]:
+        w = op1(rb, "Where", _beyond(rb, idx, 0, n_in - 1), _f(rb, 0, w), w)  # integer-valued idx
+        total = op1(rb, "ReduceSum", w, ints(rb, [1]), keepdims=1)
+        w = op1(rb, "Div", w, op1(rb, "Where", op1(rb, "Equal", total, _f(rb, 0, w)), _f(rb, 1, w), total))
+    return _clip_index(rb, idx, n_in), w
+
+
+def _beyond(rb, v, lo, hi):
+    """v < lo or v > hi."""
+    return op1(rb, "Or", op1(rb, "Less", v, _f(rb, lo, v)), op1(rb, "Greater", v, _f(rb, hi, v)))
+
+
+def _clip_index(rb, v, n):
+    return op1(rb, "Cast", op1(rb, "Min", op1(rb, "Max", v, _f(rb, 0, v)), _f(rb, n - 1, v)), to=dt.int64)
 
 
 @lowering("Upsample")
@@ -209,14 +365,14 @@ def _reflect(rb, c, lo, hi):
                op1(rb, "Where", above, op1(rb, "Where", even, from_hi, from_lo), c))
 
 
-def _keys(rb, t):
-    """Keys' cubic kernel (a = -0.75) at |t| <= 2, written for t >= 0."""
-    a = -0.75
+def _keys(rb, t, a=-0.75):
+    """Keys' cubic kernel with coefficient a at 0 <= t <= 2 (as the reference's _keys of |t|)."""
     near = op1(rb, "Add", op1(rb, "Mul", op1(rb, "Mul", op1(rb, "Sub", op1(rb, "Mul", t, _f(rb, a + 2, t)),
                                                               _f(rb, a + 3, t)), t), t), _f(rb, 1, t))
     far = op1(rb, "Sub", op1(rb, "Mul", op1(rb, "Add", op1(rb, "Mul", op1(rb, "Sub", op1(rb, "Mul", t, _f(rb, a, t)),
                                                                         _f(rb, 5 * a, t)), t),
                                         _f(rb, 8 * a, t)), t), _f(rb, 4 * a, t))
+    far = op1(rb, "Where", op1(rb, "Less", t, _f(rb, 2, t)), far, _f(rb, 0, t))
     return op1(rb, "Where", op1(rb, "Greater", t, _f(rb, 1, t)), far, near)
 
 

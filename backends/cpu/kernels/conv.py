@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import llvmlite.ir as ir
 import numpy as np
 
-from ..irutil import I64, VEC, KernelBuilder, vec
+from ..irutil import I32, I64, VEC, KernelBuilder, vec
 from .gemm import MR, NR, Epilogue, emit_tile, masked_store, pack_b, split_range
 
 
@@ -54,8 +54,21 @@ class ConvGeometry:
         return 2 * self.n * self.ho * self.wo * self.cout * self.cin_g * self.kh * self.kw
 
 
+def tap_offsets(g: ConvGeometry) -> np.ndarray:
+    """int32 [count, offset per (dy, dx)]: a kernel tap's input element offset from its pixel.
+
+    The kernel reads the count from memory, so LLVM cannot unroll the tap loop (kh * kw copies
+    of the micro-kernel would cost seconds of compile time and nothing at run time)."""
+    dy, dx = np.meshgrid(np.arange(g.kh), np.arange(g.kw), indexing="ij")
+    off = ((dy * g.dh * g.wp + dx * g.dw) * g.cin).reshape(-1)
+    if off.size and off.max() >= 2 ** 31:
+        raise ValueError("convolution too large for 32-bit tap offsets")
+    return np.concatenate([[off.size], off]).astype(np.int32)
+
+
 def pack_conv_weights(w: np.ndarray, g: ConvGeometry) -> np.ndarray:
-    """W[Cout, Cin/groups, kh, kw] -> per group, packed GEMM panels of [kh*kw*Cin_g, Cout_g]."""
+    """W[Cout, Cin/groups, kh, kw] -> per group, packed GEMM panels of [kh*kw*Cin_g, Cout_g],
+    followed by the tap offset table (int32 bits, see `tap_offsets`). Depthwise: [kh*kw, C]."""
     w = np.asarray(w, np.float32)
     if g.depthwise:  # [C, 1, kh, kw] -> [kh*kw, C]
         return np.ascontiguousarray(w.reshape(g.cout, g.kh * g.kw).T)
@@ -64,6 +77,7 @@ def pack_conv_weights(w: np.ndarray, g: ConvGeometry) -> np.ndarray:
         wg = w[grp * g.cout_g:(grp + 1) * g.cout_g]  # [Cout_g, Cin_g, kh, kw]
         kmat = wg.transpose(2, 3, 1, 0).reshape(g.kh * g.kw * g.cin_g, g.cout_g)
         parts.append(pack_b(kmat).reshape(-1))
+    parts.append(tap_offsets(g).view(np.float32))
     return np.concatenate(parts)
 
 
@@ -96,6 +110,7 @@ def emit_conv(make_kb, g: ConvGeometry, epilogue=None, extra_args: int = 0, *, h
     # stay in L2 while its row tiles pass.
     per_group = npanels * tiles
     lo, hi = split_range(kb, g.groups * per_group, tid, nth)
+    taps = kb.ptr(wp, g.groups * npanels * K * NR)  # the tap offset table follows the panels
 
     def row_offset(p):
         n_ = b.udiv(p, kb.i64(g.ho * g.wo))
@@ -133,13 +148,12 @@ def emit_conv(make_kb, g: ConvGeometry, epilogue=None, extra_args: int = 0, *, h
             n_valid = b.sub(kb.i64(g.cout_g), col_in_grp)
 
         def segs(emit):
-            with kb.loop(0, g.kh, name="dy") as dy:
-                with kb.loop(0, g.kw, name="dx") as dx:
-                    tap = b.add(b.mul(dy, kb.i64(g.dh * g.wp)), b.mul(dx, kb.i64(g.dw)))
-                    a_tap = b.mul(tap, kb.i64(g.cin))
-                    k_tap = b.mul(b.add(b.mul(dy, kb.i64(g.kw)), dx), kb.i64(g.cin_g))
-                    with kb.loop(0, g.cin_g, name="c") as c:
-                        emit(b.add(a_tap, c), b.add(k_tap, c))
+            ntaps = b.sext(b.load(taps, typ=I32, align=4), I64)
+            with kb.loop(0, ntaps, name="tap") as tap:
+                a_tap = b.sext(b.load(kb.ptr(taps, b.add(tap, kb.i64(1)), I32), typ=I32, align=4), I64)
+                k_tap = b.mul(tap, kb.i64(g.cin_g))
+                with kb.loop(0, g.cin_g, name="c") as c:
+                    emit(b.add(a_tap, c), b.add(k_tap, c))
 
         emit_tile(kb, mr, inp, rows, wp, b_base, segs, out, crow, col0, epi, n_valid=n_valid,
                   rows_valid=rows_valid)

@@ -422,6 +422,19 @@ def _cast(L, args, ins, out, attrs):
     return cast(L, args[0], ins[0], out)
 
 
+def _to_f32_odd(L, x):
+    """float64 -> float32 rounding to odd, so a second rounding (to float16) is exact; LLVM's
+    direct float64 -> half conversion is a compiler-rt call that a JIT cannot resolve."""
+    b = L.b
+    t = b.fptrunc(x, L.t(F32))
+    back = b.fpext(t, L.t(F64))
+    bits = b.bitcast(t, L.t(I32))
+    away = b.fcmp_ordered(">", L.intrinsic("fabs", [back]), L.intrinsic("fabs", [x]))
+    toward_zero = b.select(away, b.sub(bits, L.of(1, I32)), bits)
+    odd = b.bitcast(b.or_(toward_zero, L.of(1, I32)), L.t(F32))
+    return b.select(b.fcmp_unordered("==", back, x), t, odd)
+
+
 def cast(L, x, src, dst):
     b = L.b
     ts, td = compute_type(src), compute_type(dst)
@@ -437,10 +450,15 @@ def cast(L, x, src, dst):
         if ts == td:
             return x
         wider = {HALF: 1, F32: 2, F64: 3}
+        if ts == F64 and td == HALF:
+            return b.fptrunc(_to_f32_odd(L, x), L.t(HALF))
         return (b.fpext if wider[td] > wider[ts] else b.fptrunc)(x, L.t(td))
     if _is_float(src):  # float -> int: through a C-style conversion, as NumPy does on x86
-        if dst == dt.uint64:
-            return b.fptoui(x, L.t(I64))
+        if dst == dt.uint64 and ts == HALF:
+            return b.fptosi(x, L.t(I64))
+        if dst == dt.uint64:  # below 2^63 through int64, as x86 code for a C cast does
+            big = b.fcmp_ordered(">=", x, L.of(2.0 ** 63, ts))
+            return b.select(big, b.fptoui(x, L.t(I64)), b.fptosi(x, L.t(I64)))
         via = I64 if dst == dt.uint32 or td.width == 64 else I32
         v = b.fptosi(x, L.t(via))
         return v if via == td else b.trunc(v, L.t(td))

@@ -8,9 +8,6 @@ import numpy as np
 
 from ..op_records import Const, In, OpRecord
 
-#: Kept while records/ml.py migrates to OpRecord(..., domain=...).
-DomainRecord = OpRecord
-
 B, HQ, HKV, SQ, SKV, D, DV = 2, 4, 2, 3, 5, 8, 6
 
 

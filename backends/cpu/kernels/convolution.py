@@ -1,0 +1,147 @@
+"""Conv kernels: ConvNHWC (what layout.py makes of every eligible Conv) and Conv itself.
+
+ConvNHWC reads an already padded NHWC input, packs its constant weights at compile time and runs
+the implicit-GEMM (or depthwise) kernel of conv.py with the bias and the instruction's epilogue
+applied in registers. A Conv that reaches code generation in NCHW (the graph was not optimised,
+so layout.py never ran) goes the same way through module-private scratch buffers: its input is
+re-laid out (and padded) to NHWC, convolved, and laid back out to NCHW.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from .. import layout
+from ..codegen import cpu_kernel, weight_data
+from ..irutil import F32, I8, I64, PTR
+from . import epilogue as ep
+from .conv import ConvGeometry, emit_conv, pack_conv_weights
+from .gemm import split_range
+
+#: Convolutions below this many FLOPs run on thread 0 alone (a barrier costs more than the work).
+PARALLEL_FLOPS = 1 << 18
+
+
+def _args(instr):
+    n = len(instr.inputs) if instr.n_args is None else instr.n_args
+    return list(instr.inputs[:n]) + [None] * (3 - n)
+
+
+def _nhwc_ok(node) -> bool:
+    x, w, b = (list(node.inputs) + [None])[:3]
+    a = node.attrs
+    return (layout._static(x, 4) and layout._static(w, 4) and w.is_constant and (b is None or layout._static(b))
+            and not any(a.get("pads") or ()) and a.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")
+            and len(node.outputs) == 1 and layout._static(node.outputs[0], 4))
+
+
+def geometry(x_nhwc_shape, w_shape, out_nhwc_shape, attrs) -> ConvGeometry:
+    n, hp, wp, c = x_nhwc_shape
+    _, ho, wo, m = out_nhwc_shape
+    kh, kw = w_shape[2:]
+    s = attrs.get("strides") or (1, 1)
+    d = attrs.get("dilations") or (1, 1)
+    return ConvGeometry(n, hp, wp, c, ho, wo, m, kh, kw, s[0], s[1], d[0], d[1], attrs.get("group", 1) or 1)
+
+
+def run_conv(cg, instr, g: ConvGeometry, x_ptr, out_ptr, plan):
+    """Call the conv kernel for geometry g (weights from instr's W, bias from its B)."""
+    _, w, bias = _args(instr)
+    wp = cg.weight(pack_conv_weights(weight_data(w), g))
+    kplan = plan if plan is not None else ep.NONE
+    fn = emit_conv(lambda types: cg.function(instr.op.name, types), g, kplan.builder(bias is not None),
+                   len(kplan.leaves))
+    bp = cg.ptr(bias) if bias is not None else ir.Constant(PTR, None)
+    args = [x_ptr, wp, out_ptr, bp, *kplan.args(cg)]
+    if g.flops < PARALLEL_FLOPS:
+        cg.call(fn, args + [cg.entry.i64(0), cg.entry.i64(1)], single=True)
+    else:
+        cg.call(fn, args + [cg.tid, cg.nth])
+
+
+@cpu_kernel("ConvNHWC", domain=layout.DOMAIN, supports=_nhwc_ok, epilogue=True)
+def emit_conv_nhwc(cg, instr):
+    x, w, _ = _args(instr)
+    out = instr.outputs[0]
+    g = geometry(x.type.shape, w.type.shape, out.type.shape, instr.attrs)
+    plan = ep.plan(instr, g.n * g.ho * g.wo, g.cout)
+    run_conv(cg, instr, g, cg.ptr(x), cg.ptr(out), plan)
+    if plan is None:
+        ep.fallback(cg, instr)
+
+
+# -- NCHW operands through scratch -----------------------------------------------------------------
+
+def scratch(cg, nbytes: int):
+    """A zero-initialised, 64-byte aligned module global of nbytes (one per call)."""
+    t = ir.ArrayType(I8, max(int(nbytes), 1))
+    name = f"scratch.{len([g for g in cg.module.global_values if g.name.startswith('scratch.')])}"
+    gv = ir.GlobalVariable(cg.module, t, name)
+    gv.initializer = ir.Constant(t, None)
+    gv.linkage = "internal"
+    gv.align = 64
+    return gv
+
+
+def relayout(cg, src, dst, nchw_shape, to_nhwc: bool, pads=(0, 0, 0, 0)):
+    """Copy NCHW -> NHWC (into a buffer padded by pads = (top, left, bottom, right), whose border
+    is left as it is) or NHWC -> NCHW (unpadded). Split over (n, row) across the threads."""
+    n, c, h, w = nchw_shape
+    pt, pl, pb, pr = pads
+    hp, wp = h + pt + pb, w + pl + pr
+    kb = cg.function("relayout", [PTR, PTR, I64, I64])
+    s, d, tid, nth = kb.args
+    b = kb.b
+    lo, hi = split_range(kb, n * h, tid, nth)
+    with kb.loop(lo, hi, name="row") as row:
+        ni = b.sdiv(row, kb.i64(h))
+        y = b.srem(row, kb.i64(h))
+        if to_nhwc:
+            base = b.mul(b.add(b.mul(ni, kb.i64(hp)), b.add(y, kb.i64(pt))), kb.i64(wp))
+            with kb.loop(0, w, name="x") as x:
+                o = b.mul(b.add(base, b.add(x, kb.i64(pl))), kb.i64(c))
+                i = b.add(b.mul(b.mul(ni, kb.i64(c)), kb.i64(h * w)), b.add(b.mul(y, kb.i64(w)), x))
+                with kb.loop(0, c, name="c") as ch:
+                    kb.store(kb.load(s, b.add(i, b.mul(ch, kb.i64(h * w)))), d, b.add(o, ch))
+        else:
+            with kb.loop(0, c, name="c") as ch:
+                o = b.add(b.mul(b.add(b.mul(ni, kb.i64(c)), ch), kb.i64(h * w)), b.mul(y, kb.i64(w)))
+                i = b.add(b.mul(row, kb.i64(w * c)), ch)
+                with kb.loop(0, w, name="x") as x:
+                    kb.store(kb.load(s, b.add(i, b.mul(x, kb.i64(c)))), d, b.add(o, x))
+    kb.finish()
+    cg.call(kb.fn, [src, dst, cg.tid, cg.nth])
+    cg.barrier()
+
+
+def _nchw_ok(node) -> bool:
+    return layout.conv_ok(node) and len(node.outputs) == 1 and layout._static(node.outputs[0], 4)
+
+
+@cpu_kernel("Conv", supports=_nchw_ok)
+def emit_conv_nchw(cg, instr):
+    x, w, _ = _args(instr)
+    out = instr.outputs[0]
+    k, s, d, pb, pe = layout.conv_geometry(_Shapes(instr))
+    n, c, h, wd = x.type.shape
+    _, m, ho, wo = out.type.shape
+    pads = (pb[0], pb[1], pe[0], pe[1])
+    g = ConvGeometry(n, h + pb[0] + pe[0], wd + pb[1] + pe[1], c, ho, wo, m, k[0], k[1], s[0], s[1], d[0], d[1],
+                     instr.attrs.get("group", 1) or 1)
+    a = scratch(cg, g.n * g.hp * g.wp * g.cin * 4)
+    o = scratch(cg, g.n * g.ho * g.wo * g.cout * 4)
+    relayout(cg, cg.ptr(x), a, (n, c, h, wd), True, pads)
+    run_conv(cg, instr, g, a, o, ep.NONE)
+    cg.barrier()
+    relayout(cg, o, cg.ptr(out), (n, m, ho, wo), False)  # ends with a barrier: the epilogue pass may follow
+
+
+class _Shapes:
+    """What layout.conv_geometry reads of a node, from an instruction."""
+
+    def __init__(self, instr):
+        self.inputs = _args(instr)
+        self.attrs = instr.attrs
+
+
+__all__ = ["emit_conv_nhwc", "emit_conv_nchw", "scratch", "relayout", "geometry", "F32"]

@@ -1,0 +1,145 @@
+"""Softmax and LogSoftmax along the last axis: three vector passes over each row.
+
+    m = max(x);  e = exp(x - m) (stored), s = sum(e);  y = e / s   (LogSoftmax: (x - m) - log s)
+
+exp and log are vmath's polynomials, so a row never leaves zmm registers for a libm call. Rows are
+split across the threads. Other axes are lowered by the core (Transpose around the op, or the
+floor's reductions).
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from glow import dtypes as dt
+
+from ..codegen import cpu_kernel
+from ..irutil import F32, I64, PTR, VEC, KernelBuilder, vec
+from . import vmath
+from .gemm import load_vec, masked_store, split_range
+
+PARALLEL_ELEMENTS = 1 << 14
+
+
+def row_vectors(kb: KernelBuilder, length: int, body):
+    """body(offset in the row, mask or None) for every vector of a row of `length` floats."""
+    full = length // VEC
+    if full:
+        with kb.loop(0, full, name="v") as v:
+            body(kb.b.mul(v, kb.i64(VEC)), None)
+    if length % VEC:
+        mask = ir.Constant(ir.VectorType(ir.IntType(1), VEC), [1 if i < length % VEC else 0 for i in range(VEC)])
+        body(kb.i64(full * VEC), mask)
+
+
+def hreduce(kb: KernelBuilder, v, combine):
+    """Combine the 16 lanes of v pairwise (a fixed order); a scalar."""
+    b = kb.b
+    width = VEC
+    while width > 1:
+        width //= 2
+        idx = ir.VectorType(ir.IntType(32), width)
+        v = combine(b.shuffle_vector(v, v, ir.Constant(idx, list(range(width)))),
+                    b.shuffle_vector(v, v, ir.Constant(idx, list(range(width, 2 * width)))))
+    return b.extract_element(v, ir.Constant(ir.IntType(32), 0))
+
+
+def vmaximum(kb, a, c):
+    t = a.type
+    name = f"llvm.maximum.v{t.count}f32" if isinstance(t, ir.VectorType) else "llvm.maximum.f32"
+    return kb.b.call(kb.intrinsic(name, t, [t, t]), [a, c])
+
+
+def store_vec(kb, value, ptr, mask):
+    if mask is None:
+        kb.b.store(value, ptr, align=4)
+    else:
+        masked_store(kb, value, ptr, mask)
+
+
+def row_kernel(cg, name: str, rows: int, length: int, nptr: int, body):
+    """A kernel over `rows` rows of `length`: body(kb, ptrs, row_offset) emits one row."""
+    kb = cg.function(name, [PTR] * nptr + [I64, I64])
+    ptrs, (tid, nth) = kb.args[:nptr], kb.args[nptr:]
+    lo, hi = split_range(kb, rows, tid, nth)
+    with kb.loop(lo, hi, name="row") as r:
+        body(kb, ptrs, kb.b.mul(r, kb.i64(length)))
+    kb.finish()
+    return kb.fn
+
+
+def call_rows(cg, fn, ptrs, numel: int):
+    if numel < PARALLEL_ELEMENTS:
+        cg.call(fn, ptrs + [cg.entry.i64(0), cg.entry.i64(1)], single=True)
+    else:
+        cg.call(fn, ptrs + [cg.tid, cg.nth])
+
+
+def _last_axis_f32(node) -> bool:
+    x, y = node.inputs[0], node.outputs[0]
+    t = x.type
+    if not (isinstance(t, dt.TensorType) and t.is_static and t.dtype == dt.float32 and t.numel > 0
+            and len(t.shape) >= 1 and y.type == t):
+        return False
+    return node.attrs.get("axis", -1) % len(t.shape) == len(t.shape) - 1
+
+
+def _emit(cg, instr, log: bool):
+    x, y = instr.inputs[0], instr.outputs[0]
+    L = x.type.shape[-1]
+    rows = x.type.numel // L
+    neg_inf = ir.Constant(vec(), [-float("inf")] * VEC)
+
+    def row(kb, ptrs, base):
+        src, dst = ptrs
+        b = kb.b
+        m = kb.var(vec(), neg_inf)
+
+        def find_max(off, mask):
+            v = load_vec(kb, kb.ptr(src, b.add(base, off)), mask)
+            if mask is not None:
+                v = b.select(mask, v, neg_inf)
+            b.store(vmaximum(kb, b.load(m), v), m)
+
+        row_vectors(kb, L, find_max)
+        mx = kb.splat(hreduce(kb, b.load(m), lambda p, q: vmaximum(kb, p, q)))
+        s = kb.var(vec(), ir.Constant(vec(), [0.0] * VEC))
+
+        def exp_sum(off, mask):
+            p = kb.ptr(src, b.add(base, off))
+            shifted = b.fsub(load_vec(kb, p, mask), mx)
+            e = vmath.emit_unary(kb, "Exp", shifted)
+            if mask is not None:
+                e = b.select(mask, e, ir.Constant(vec(), [0.0] * VEC))
+            b.store(b.fadd(b.load(s), e), s)
+            store_vec(kb, shifted if log else e, kb.ptr(dst, b.add(base, off)), mask)
+
+        row_vectors(kb, L, exp_sum)
+        total = hreduce(kb, b.load(s), b.fadd)
+        if log:
+            k = kb.splat(vmath.emit_unary(kb, "Log", total))
+        else:
+            k = kb.splat(total)
+
+        def finish(off, mask):
+            p = kb.ptr(dst, b.add(base, off))
+            v = load_vec(kb, p, mask)
+            store_vec(kb, b.fsub(v, k) if log else b.fdiv(v, k), p, mask)
+
+        row_vectors(kb, L, finish)
+
+    fn = row_kernel(cg, instr.op.name, rows, L, 2, row)
+    call_rows(cg, fn, [cg.ptr(x), cg.ptr(y)], x.type.numel)
+
+
+@cpu_kernel("Softmax", supports=_last_axis_f32)
+def emit_softmax(cg, instr):
+    _emit(cg, instr, log=False)
+
+
+@cpu_kernel("LogSoftmax", supports=_last_axis_f32)
+def emit_log_softmax(cg, instr):
+    _emit(cg, instr, log=True)
+
+
+__all__ = ["emit_softmax", "emit_log_softmax", "row_vectors", "hreduce", "row_kernel", "call_rows", "F32"]

@@ -1,0 +1,94 @@
+"""The OpenCL backend: kernels rendered by the shared C-style renderer, run through PyOpenCL.
+
+Every OpenCL device found is a device of the backend (`opencl:0`, `opencl:1`, ...); with no
+platform or no device the backend is unavailable and says why. On a CPU device (PoCL in CI) the
+renderer emits CPU-shaped kernels (float16 vectors, register blocking); on a GPU, tiled ones.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from glow import BackendError, Device
+from glow.render.backend import CStyleBackend
+
+from .dialect import OpenCLRenderer
+
+
+@functools.lru_cache(maxsize=1)
+def _discover():
+    """(pyopencl module, [ClDevice]) or raises BackendError with the reason."""
+    try:
+        import pyopencl as cl
+    except ImportError as e:
+        raise BackendError(f"pyopencl is not installed ({e}); pip install 'glow-compiler[opencl]'") from None
+    try:
+        platforms = cl.get_platforms()
+    except Exception as e:  # noqa: BLE001 - pyopencl raises LogicError/RuntimeError variants
+        raise BackendError(f"no OpenCL platform ({type(e).__name__}: {e}); on Debian/Ubuntu "
+                           "`apt-get install pocl-opencl-icd` gives a CPU device") from None
+    from .runtime import ClDevice
+
+    devices = [d for p in platforms for d in p.get_devices()]
+    if not devices:
+        raise BackendError(f"OpenCL platform(s) {[p.name for p in platforms]} expose no device")
+    return cl, [ClDevice(cl, d, i) for i, d in enumerate(devices)]
+
+
+def _figures(dev) -> dict:
+    """Rough peak figures for the partitioner's cost model, from the device's properties."""
+    d = dev.device
+    lanes = max(d.preferred_vector_width_float, 1) if dev.is_cpu else 64
+    ghz = max(d.max_clock_frequency, 1000) / 1000.0
+    return {"peak_gflops": round(d.max_compute_units * lanes * 2 * ghz, 1),
+            "mem_bandwidth_gbs": 20.0 if dev.is_cpu else 300.0,
+            "transfer_gbs": 10.0}
+
+
+class OpenCLBackend(CStyleBackend):
+    name = "opencl"
+    priority = 5
+    description = "OpenCL C kernels (shared C-style renderer) through PyOpenCL"
+    renderer = OpenCLRenderer()
+
+    def check_available(self) -> None:
+        _discover()
+
+    def _cl_devices(self):
+        return _discover()[1]
+
+    def devices(self) -> list[Device]:
+        out = []
+        for dev in self._cl_devices():
+            d = dev.device
+            out.append(Device(self.name, str(dev.index), kind="cpu" if dev.is_cpu else "gpu",
+                              memory_bytes=int(d.global_mem_size), **_figures(dev),
+                              extra={"device": d.name.strip(), "platform": d.platform.name.strip(),
+                                     "compute_units": d.max_compute_units}))
+        return out
+
+    def _cl_device(self, device: Device):
+        devs = self._cl_devices()
+        try:
+            return devs[int(device.name)]
+        except (ValueError, IndexError):
+            raise BackendError(f"no OpenCL device '{device.name}' (have {len(devs)})") from None
+
+    def device_params(self, device: Device):
+        return self._cl_device(device).params()
+
+    def make_executable(self, graph, compiled, device):
+        from .runtime import ClExecutable
+
+        return ClExecutable(graph, compiled, self._cl_device(device))
+
+    # Transfers for the partitioner's runtime: device arrays (pyopencl.array.Array).
+    def to_device(self, array: np.ndarray, device: Device):
+        import pyopencl.array as cla
+
+        return cla.to_device(self._cl_device(device).queue, np.ascontiguousarray(array))
+
+    def to_host(self, handle, device: Device) -> np.ndarray:
+        return handle.get() if hasattr(handle, "get") else np.asarray(handle)

@@ -1,0 +1,66 @@
+"""Device memory layout: every buffer of an IR function in one device allocation.
+
+    [ weights | activation arena (the static plan) | inputs | outputs ]
+
+Each region starts 64-byte aligned; a kernel operand is the byte offset of its root buffer plus
+the view's own offset. Weights are uploaded once per executable; inputs are written and outputs
+read at their offsets on every run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ir.instr import ACTIVATION, INPUT, OUTPUT, WEIGHT, aligned
+
+
+@dataclass
+class DeviceLayout:
+    total: int
+    offsets: dict  # id(root buffer) -> byte offset
+    weights: list = field(default_factory=list)  # [(offset, ndarray)]
+    inputs: list = field(default_factory=list)  # [(name, offset, Buffer)]
+    outputs: list = field(default_factory=list)  # [(name, offset, Buffer)]
+
+    def operand_offset(self, operand) -> int:
+        return self.offsets[id(operand.root)] + operand.offset
+
+    def weight_blob(self) -> np.ndarray:
+        """All weights as one host array, laid out as on the device (one upload)."""
+        end = max((off + a.nbytes for off, a in self.weights), default=0)
+        blob = np.zeros(end, np.uint8)
+        for off, a in self.weights:
+            blob[off:off + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+        return blob
+
+
+def layout_memory(fn, plan) -> DeviceLayout:
+    offsets: dict[int, int] = {}
+    weights, inputs, outputs = [], [], []
+    at = 0
+    for b in fn.buffers_of(WEIGHT):
+        if b.boxed:
+            continue
+        offsets[id(b)] = at
+        weights.append((at, np.asarray(b.data)))
+        at = aligned(at + b.nbytes)
+    arena = at
+    for b in fn.buffers:
+        if b.kind == ACTIVATION and not b.boxed:
+            offsets[id(b)] = arena + plan.offsets[id(b)]
+    at = aligned(arena + plan.arena_bytes)
+    for kind, dest in ((INPUT, inputs), (OUTPUT, outputs)):
+        for b in (fn.inputs if kind == INPUT else fn.outputs):
+            if b.boxed:
+                dest.append((b.name, None, b))
+                continue
+            offsets[id(b)] = at
+            dest.append((b.name, at, b))
+            at = aligned(at + b.nbytes)
+    return DeviceLayout(max(at, 64), offsets, weights, inputs, outputs)
+
+
+def launch_offsets(kernel, layout: DeviceLayout) -> list[int]:
+    return [layout.operand_offset(o) for o in kernel.operands]
