@@ -27,17 +27,32 @@ def _as_graph(model) -> Graph:
 
 
 def compile(model, backend: str | None = None, *, native: str | None = None,
-            threads: int | None = None, devices=None, optimize: bool = True) -> Executable:
+            threads: int | None = None, devices=None, optimize: bool = True, pins=None, bans=None,
+            strict: bool = False, objective: str = "latency") -> Executable:
     """Compile a model (Graph, ModelProto or path) for a backend; returns an executable.
 
     `native="floor"` restricts the backend to the primitive floor (everything else is lowered).
     `optimize=False` skips the graph optimiser (and the backend's fusions): the graph is only lowered.
+
+    `devices=[...]` (logical device names, backend names, glow.Device objects; see
+    glow.partition) partitions the model over those devices and returns one executable running
+    the partitions together (`.placement` says what runs where and why). `pins` ({node name, op
+    or glob: device}), `bans` ({pattern: device or [devices]}), `strict` (error instead of
+    falling back from the first device) and `objective` ("latency" or "throughput") steer it.
     """
     graph = _as_graph(model)
     if native not in (None, "floor", "all"):
         raise BackendError(f"unknown --native set '{native}' (expected 'floor' or 'all')")
     if devices:
-        raise BackendError("multi-device compilation is not available yet")
+        if backend is not None:
+            raise BackendError("pass either backend= or devices=, not both")
+        from .partition import compile_partitioned
+
+        return compile_partitioned(graph, devices, pins=pins, bans=bans, strict=strict,
+                                   objective=objective, native=native, threads=threads,
+                                   optimize=optimize)
+    if pins or bans or strict:
+        raise BackendError("pins, bans and strict apply to multi-device compilation (devices=[...])")
     reg = registry()
     be = reg.get(backend) if backend else reg.default()
     graph = optimize_for_backend(graph, be, native) if optimize else prepare_for_backend(graph, be, native)

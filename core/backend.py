@@ -93,6 +93,11 @@ class Backend:
 
         return [o.name for o in all_ops()]
 
+    def fusions(self) -> list:
+        """Fusion requests (glow.passes.fusion: FuseElementwise(), FuseActivation({...})) applied
+        to the lowered graph; none by default."""
+        return []
+
     def transform_graph(self, graph: Graph) -> Graph:
         """Backend graph transforms after lowering (layout changes, backend-private ops); the
         result is cleaned up and lowered again, so it may use any op with a lowering rule."""

@@ -54,7 +54,19 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--inputs", metavar="IN.npz", help="inputs keyed by graph input name")
     r.add_argument("--outputs", metavar="OUT.npz", help="write outputs here, keyed by output name")
     r.add_argument("--seed", type=int, default=0, help="seed for generated inputs (default 0)")
+    _placement_args(r, required=False)
     r.set_defaults(func=cmd_run)
+
+    pa = sub.add_parser("partition", help="place a model on several devices and report what goes where",
+                        description="Place MODEL's nodes on several devices (by support, cost and memory), "
+                        "cut it into partitions and print the placement report: per node its device and "
+                        "why, per partition its memory and time, the transfers.")
+    pa.add_argument("model", help="path to an .onnx file")
+    _placement_args(pa, required=True)
+    pa.add_argument("--report", metavar="OUT", help="also write the report: .txt, .json, .dot, or "
+                    ".svg/.png (rendered with Graphviz `dot`)")
+    pa.add_argument("--json", action="store_true", help="print the report as JSON")
+    pa.set_defaults(func=cmd_partition)
 
     b = sub.add_parser("backends", help="list backends: available or not (and why), devices, ops",
                        description="List every backend glow found, available or not.")
@@ -90,6 +102,60 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _placement_args(p, required: bool):
+    p.add_argument("--devices", "-d", required=required, default=None, metavar="DEV,DEV,...",
+                   help="devices to partition over: logical devices from plugins.toml, backend names, "
+                   "'backend:device', each optionally '@SIZE' (memory cap) and 'alias=' (e.g. "
+                   "r0=reference@40MiB); the first is the primary device")
+    p.add_argument("--pin", action="append", default=[], metavar="NODE_OR_OP=DEV",
+                   help="run matching nodes (name, op, or glob over names) on DEV; repeatable")
+    p.add_argument("--ban", action="append", default=[], metavar="NODE_OR_OP=DEV",
+                   help="never run matching nodes on DEV; repeatable")
+    p.add_argument("--strict", action="store_true", help="error (naming every node) instead of falling "
+                   "back from the primary device")
+    p.add_argument("--objective", choices=["latency", "throughput", "priority"], default="latency",
+                   help="latency: fastest single request; throughput: balanced pipeline stages; "
+                   "priority: first listed device that can run each node (what peers do)")
+
+
+def _placement_kwargs(args) -> dict:
+    devices = [d.strip() for d in (args.devices or "").split(",") if d.strip()]
+    if args.devices is not None and not devices:
+        raise InputError("--devices: no device named")
+    if not devices and (args.pin or args.ban or args.strict):
+        raise InputError("--pin, --ban and --strict need --devices")
+    pins = dict(_pattern_pair(x, "--pin") for x in args.pin)
+    bans: dict[str, list[str]] = {}
+    for x in args.ban:
+        k, v = _pattern_pair(x, "--ban")
+        bans.setdefault(k, []).append(v)
+    return {"devices": devices, "pins": pins, "bans": bans, "strict": args.strict,
+            "objective": args.objective}
+
+
+def _pattern_pair(text: str, flag: str) -> tuple[str, str]:
+    pattern, sep, device = text.rpartition("=")
+    if not sep or not pattern or not device:
+        raise InputError(f"{flag} {text!r}: expected NODE_OR_OP=DEVICE")
+    return pattern, device
+
+
+def cmd_partition(args) -> int:
+    from .partition import partition
+
+    kw = _placement_kwargs(args)
+    placement = partition(args.model, kw.pop("devices"), **kw)
+    if args.report:
+        placement.write(args.report)
+    if args.json:
+        print(json.dumps(placement.to_json(), indent=2))
+    else:
+        print(placement.to_text(), end="")
+    if args.report:
+        print(f"wrote the placement report to {args.report}", file=sys.stderr)
+    return 0
+
+
 def cmd_bench(args) -> int:
     from .bench import bench, format_result
 
@@ -107,11 +173,19 @@ def cmd_run(args) -> int:
     from .onnx_import import load_onnx
     from .plugins import registry
 
+    placement = _placement_kwargs(args)
+    if args.backend and placement["devices"]:
+        raise InputError("pass either --backend or --devices, not both")
     if args.backend:
         registry().get(args.backend)  # an unknown or unavailable backend fails before any work
     graph = load_onnx(args.model)
     feeds = _load_inputs(args.inputs, graph) if args.inputs else make_inputs(graph, args.seed)
-    exe = api.compile(graph, backend=args.backend, native=args.native)
+    if placement["devices"]:
+        exe = api.compile(graph, native=args.native, **placement)
+        print(f"partitioned over {', '.join(t.name for t in exe.placement.targets)}: "
+              f"{len(exe.placement.partitions)} partition(s) (see `glow partition` for the report)")
+    else:
+        exe = api.compile(graph, backend=args.backend, native=args.native)
     outs = exe.run(feeds)
     for name, v in outs.items():
         print(f"{name}: {describe(v)}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from . import dtypes as dt
 from .errors import GraphError
 from .graph import Graph, GraphBuilder, Node, Value
 
@@ -77,7 +78,7 @@ def rebuild(graph: Graph, visit: Visit | None = None) -> tuple[Graph, bool]:
             new = visit(rb, node, inputs)
             rb.current = None
         if new is None:
-            outs = _copy_node(rb, node, inputs, captures)
+            outs = copy_node(rb, node, inputs, captures)
         else:
             changed = True
             outs = list(new)
@@ -97,10 +98,29 @@ def rebuild(graph: Graph, visit: Visit | None = None) -> tuple[Graph, bool]:
     return rb.build(outputs, doc=graph.doc, meta=graph.meta), changed
 
 
-def _copy_node(rb: Rebuilder, node: Node, inputs, captures) -> list[Value]:
-    """Re-add a node with its original names (the names were reserved by `rebuild`)."""
+def copy_node(rb: Rebuilder, node: Node, inputs, captures) -> list[Value]:
+    """Re-add a node with its original names (the names were reserved by `rebuild`).
+
+    Shape rules run again; where the old value knew more (dims the importer took from the model's
+    declared shapes), the new value keeps that knowledge.
+    """
     for o in node.outputs:
         rb._names.discard(o.name)
     rb._node_names.discard(node.name)
-    return rb.add(node.op, inputs, dict(node.attrs), name=node.name, num_outputs=len(node.outputs),
+    outs = rb.add(node.op, inputs, dict(node.attrs), name=node.name, num_outputs=len(node.outputs),
                   output_names=[o.name for o in node.outputs], captures=captures)
+    for old, new in zip(node.outputs, outs):
+        new.type = more_precise(new.type, old.type)
+    return outs
+
+
+def more_precise(new, old):
+    """`new`, with dims that only `old` knows filled in (same element type and rank only)."""
+    if not isinstance(new, dt.TensorType) or not isinstance(old, dt.TensorType) or new.dtype != old.dtype:
+        return new
+    if new.shape is None:
+        return old
+    if old.shape is None or len(old.shape) != len(new.shape):
+        return new
+    dims = tuple(n if isinstance(n, int) or not isinstance(o, int) else o for n, o in zip(new.shape, old.shape))
+    return new if dims == new.shape else dt.TensorType(dims, new.dtype)

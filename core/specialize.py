@@ -13,7 +13,7 @@ import numpy as np
 
 from . import dtypes as dt
 from .graph import Graph
-from .rewrite import Rebuilder, _copy_node
+from .rewrite import Rebuilder, copy_node
 
 #: Integer inputs up to this many elements are specialised on their values (shape-like inputs).
 VALUE_LIMIT = 64
@@ -77,7 +77,7 @@ def specialize(graph: Graph, feeds: dict, values: bool = False) -> tuple[Graph, 
         return None if v is None else v if v.is_constant else mapping[id(v)]
 
     for n in graph.nodes:
-        outs = _copy_node(rb, n, [m(v) for v in n.inputs], [m(v) for v in n.captures])
+        outs = copy_node(rb, n, [m(v) for v in n.inputs], [m(v) for v in n.captures])
         for old, new in zip(n.outputs, outs):
             mapping[id(old)] = new
     outputs = []

@@ -19,11 +19,32 @@ import numpy as np
 from glow import Backend, CompileOptions, Device, Executable, Graph
 from glow import dtypes as dt
 from glow.errors import BackendError
+from glow.passes.fusion import FUSED_OPS
 
 from . import codegen
 
 #: Element types no CPU kernel holds (strings, sub-byte and 8-bit float formats are moved only).
 BOXED_TYPES = (dt.string, dt.complex64, dt.complex128)
+
+
+def _deferred(node) -> bool:
+    """A node whose shapes or kernel arguments only *input values* decide (a dynamic batch, pads
+    or axes fed as small integer inputs): left alone now and compiled when the runtime
+    specialises the graph on its inputs. A node whose shape depends on tensor *data* (NonZero of
+    an activation) is not deferred: that is refused at compile time."""
+    if not node.op.pure:
+        return False
+    values = [v for v in node.inputs if v is not None]
+    if not all(v.type.is_static for v in values + list(node.outputs)):
+        return all(not v.type.is_static or codegen.value_input(v) for v in values)
+    return any(not v.is_constant and v.type.dtype in (dt.int64, dt.int32) and codegen.value_input(v)
+               for v in values)
+
+
+def _plain_node(node) -> bool:
+    if node.captures or node.op.has_subgraphs:
+        return False
+    return all(_plain(v.type) for v in node.outputs + node.inputs if v is not None)
 
 
 def _plain(t) -> bool:
@@ -46,11 +67,13 @@ class CpuBackend(Backend):
 
     # -- what runs natively ----------------------------------------------------------------------
     def supports(self, node) -> bool:
-        if node.captures or node.op.has_subgraphs:
-            return False
-        if not all(_plain(v.type) for v in node.outputs if v is not None):
-            return False
-        if not all(_plain(v.type) for v in node.inputs if v is not None):
+        return self.runs_now(node) or (_plain_node(node) and _deferred(node))
+
+    def runs_now(self, node) -> bool:
+        """Whether a kernel takes `node` as it is (no specialisation needed)."""
+        if node.op in FUSED_OPS:  # made for this backend by its own fusions
+            return True
+        if not _plain_node(node):
             return False
         kd = codegen.load_kernels().get((node.op.domain, node.op.name))
         return kd is not None and kd.accepts(node)

@@ -40,6 +40,30 @@ CTX_ARENA, CTX_WEIGHTS, CTX_BARRIER, CTX_FIRST_INPUT = 0, 1, 2, 3
 BARRIER_BYTES = 128
 WEIGHT_ALIGN = 64
 
+
+class NeedsConstant(BackendError):
+    """A kernel needs an input's value at compile time (pads, axes, slice bounds) and it is not a
+    constant: the runtime then specialises the graph on small integer input values."""
+
+
+def constant(o) -> np.ndarray:
+    """The compile-time value of operand `o`; NeedsConstant when it is only known at run time."""
+    v = weight_data(o)
+    if v is None:
+        raise NeedsConstant(f"%{o.name} must be a compile-time constant for the CPU backend")
+    return v
+
+
+def value_input(v) -> bool:
+    """Whether a graph value can become a constant by specialising on input values: a constant,
+    a small integer tensor, or a scalar."""
+    if v is None or v.is_constant:
+        return True
+    t = v.type
+    return isinstance(t, dt.TensorType) and t.is_static and (
+        t.numel <= 1 or t.dtype in (dt.int64, dt.int32) and t.numel <= 64)
+
+
 # -- the kernel table ---------------------------------------------------------------------------
 
 

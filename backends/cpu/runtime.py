@@ -25,6 +25,8 @@ from glow.ir.instr import ALIGNMENT
 from . import codegen, jit
 from .pool import get_pool
 
+#: Specialised programs kept per executable (one per input signature).
+MAX_SIGNATURES = 64
 ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
 
@@ -103,7 +105,15 @@ class CpuExecutable(Executable):
         self.threads = options.threads or default_threads()
         self._programs: dict = {}
         self._lock = threading.Lock()
-        self.program = NativeProgram(graph, self.threads) if graph.is_static() else None
+        # Specialise on small integer input values too (some kernel argument is fed as an input).
+        self._values = not all(backend.runs_now(n) for n in graph.nodes)
+        self.program = None
+        self._source = None  # the graph specialisation starts from (fusions undone)
+        if graph.is_static() and not self._values:
+            try:
+                self.program = NativeProgram(graph, self.threads)
+            except codegen.NeedsConstant:
+                self._values = True
 
     def _run(self, feeds):
         if self.program is not None:
@@ -113,10 +123,12 @@ class CpuExecutable(Executable):
 
     def _specialized(self, feeds):
         from glow.api import optimize_for_backend
-        from glow.specialize import signature, specialize_static
+        from glow.specialize import signature, specialize, specialize_static
 
-        key = signature(self.graph, feeds, values=False)
+        key = signature(self.graph, feeds, values=self._values)
         with self._lock:
+            if self._source is None:
+                self._source = unfuse(self.graph)
             hit = self._programs.get(key)
             if hit == "values":
                 key = signature(self.graph, feeds, values=True)
@@ -124,10 +136,20 @@ class CpuExecutable(Executable):
             if hit is not None:
                 names = {n for n, _, _ in hit.inputs}
                 return hit, {k: v for k, v in feeds.items() if k in names}
-            g, rest, used_values = specialize_static(self.graph, feeds)
-            g = optimize_for_backend(g, self.backend, self.native)
-            program = NativeProgram(g, self.threads)
-            if used_values:
+            if self._values:
+                (g, rest), used_values = specialize(self._source, feeds, values=True), True
+            else:
+                g, rest, used_values = specialize_static(self._source, feeds)
+            try:
+                program = NativeProgram(optimize_for_backend(g, self.backend, self.native), self.threads)
+            except codegen.NeedsConstant:
+                if used_values:
+                    raise
+                (g, rest), used_values = specialize(self._source, feeds, values=True), True
+                program = NativeProgram(optimize_for_backend(g, self.backend, self.native), self.threads)
+            if len(self._programs) >= MAX_SIGNATURES:
+                self._programs.clear()  # a model fed ever-new shapes: keep memory bounded
+            if used_values and not self._values:
                 self._programs[key] = "values"
                 key = signature(self.graph, feeds, values=True)
             self._programs[key] = program
@@ -138,4 +160,24 @@ class CpuExecutable(Executable):
         return {} if self.program is None else self.program.stats
 
 
-__all__ = ["CpuExecutable", "NativeProgram", "aligned_zeros"]
+def unfuse(graph: Graph) -> Graph:
+    """The graph with every fused node replaced by its members again, so that specialising it
+    folds shape computations that went into a fused node (they fuse again afterwards)."""
+    from glow.passes.fusion import FUSED_OPS
+    from glow.rewrite import rebuild
+
+    def visit(rb, node, inputs):
+        if node.op not in FUSED_OPS:
+            return None
+        body = node.attrs["body"]
+        env = {id(ph): x for ph, x in zip(body.inputs, inputs)}
+        for n in body.nodes:
+            ins = [None if v is None else v if v.is_constant else env[id(v)] for v in n.inputs]
+            outs = rb.add(n.op, ins, dict(n.attrs), name=f"{node.name}/{n.name}", num_outputs=len(n.outputs))
+            env.update((id(o), nv) for o, nv in zip(n.outputs, outs))
+        return [v if v.is_constant else env[id(v)] for v in body.outputs]
+
+    return rebuild(graph, visit)[0]
+
+
+__all__ = ["CpuExecutable", "NativeProgram", "aligned_zeros", "unfuse"]

@@ -118,8 +118,10 @@ def _in_order(intervals):
     return placed
 
 
-#: How many seeded random orders to try after the fixed strategies miss the lower bound.
+#: How many seeded random orders to try after the fixed strategies miss the lower bound (fewer for
+#: big functions: each try costs about n^2 steps).
 SHUFFLES = 32
+SHUFFLE_BUDGET = 4_000_000
 
 
 def _shuffled(intervals, seed):
@@ -132,8 +134,9 @@ def plan_arena(intervals: list[Interval], length: int) -> tuple[dict, int, str]:
     """(offsets, arena size, strategy name) of the best strategy."""
     bound = int(live_profile(intervals, length).max()) if intervals else 0
     best = None
+    shuffles = min(SHUFFLES, SHUFFLE_BUDGET // max(1, len(intervals) ** 2))
     tries = list(STRATEGIES.items()) + [
-        (f"shuffled/{k}", lambda ivs, n, k=k: _shuffled(ivs, k)) for k in range(SHUFFLES)]
+        (f"shuffled/{k}", lambda ivs, n, k=k: _shuffled(ivs, k)) for k in range(shuffles)]
     for name, strategy in tries:
         placed = strategy(intervals, length)
         size = max((off + iv.size for iv, off in placed), default=0)

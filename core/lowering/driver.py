@@ -79,7 +79,10 @@ def _check_lowered(node: Node, outs, new_nodes):
         if not _same_type(old.type, new.type):
             raise GraphError(f"lowering of node '{node.name}' ({node.op.name}) changed output type "
                              f"{old.type} to {new.type}")
-    sizes = [s for s in map(_nbytes, [v for v in node.all_inputs] + list(node.outputs)) if s]
+    values = list(node.all_inputs) + list(node.outputs)
+    if any(not isinstance(v.type, dt.TensorType) for v in values):
+        return  # sequences/optionals have no byte size to compare against
+    sizes = [s for s in map(_nbytes, values) if s]
     if not sizes:
         return
     limit = MEMORY_BLOWUP_LIMIT * max(sizes)

@@ -3,6 +3,7 @@
 from . import (
     rules_activation,  # noqa: F401
     rules_attention,  # noqa: F401
+    rules_control,  # noqa: F401
     rules_conv,  # noqa: F401
     rules_elementwise,  # noqa: F401
     rules_generator,  # noqa: F401

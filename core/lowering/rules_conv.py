@@ -1,19 +1,24 @@
-"""Lowering rules for convolutions: Conv, ConvInteger, ConvTranspose, DeformConv.
+"""Lowering rules for convolutions: Conv, ConvTranspose, DeformConv (ConvInteger is lowered in
+rules_quant, to a float64 Conv).
 
 Conv is an im2col rewrite. The input is padded once; each kernel position k reads one strided
-Slice of it (a "tap", shaped like the output); the taps are stacked into a patch matrix
-(N, group, C/group * taps, P) and contracted with the reshaped weights (group, M/group,
-C/group * taps) by one batched MatMul, so groups are a batch dim of the MatMul, never a loop.
-The patch matrix is `taps` times one tap, so big kernels are split into chunks of kernel
-positions whose MatMuls are summed with Add; `patch_budget` sizes the chunks. Depthwise convs
-(one input channel per group) have nothing to contract: they multiply-add tap by tap.
+Slice of it (a "tap", shaped like the output); the taps are stacked into a patch matrix and
+contracted with the reshaped weights by one batched MatMul: (group, M/group, C/group * taps) @
+(N, group, C/group * taps, P), so groups are a batch dim of the MatMul, never a loop (with one
+group the taps are simply concatenated along the channel axis and the weights transposed to
+match). The patch matrix is `taps` times one tap, so big kernels are split into chunks of
+kernel positions whose MatMuls are summed with Add; `patch_budget` sizes the chunks. Depthwise
+convs (one input channel per group) have nothing to contract: they multiply-add tap by tap.
 
 ConvTranspose scatters instead: kernel position k adds W_k^T x at output positions i*s + k*d.
 Grouped by phase (k*d mod s) those positions form a dense sub-grid, so every phase accumulates
 shifted (Padded) contributions and one Concat + Reshape interleaves the phases: no zero
 insertion and no multiplications by zero.
 
-16-bit floats are computed in float32 and rounded once, as the references do.
+16-bit floats are computed in float32 and rounded once, as the references do. A float32 Conv
+accumulates in float64, as its reference does (ops/conv.py): BLAS blocks a float32 product so
+that identical output channels can round differently, which ill-conditioned models (the light
+SqueezeNet, whose logits are ~1e10) turn into different results.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from .driver import MEMORY_BLOWUP_LIMIT
 from .registry import lowering
 
 HALF = frozenset({dt.float16, dt.bfloat16})
+#: The type a Conv accumulates in, per input type (as the reference: see the module doc).
+CONV_ACCUMULATE = {dt.float16: dt.float32, dt.bfloat16: dt.float32, dt.float32: dt.float64}
 #: One MatMul's patch matrix may hold this many times the conv's largest operand: a 3x3
 #: stride-1 conv (patches = 9 x its input) is then a single MatMul; bigger kernels are chunked.
 PATCH_FACTOR = 9
@@ -182,7 +189,8 @@ def _im2col(rb, tap, w, g, c, m, kernel, out, parts):
     if g == 1:
         # Taps stacked along the channel axis (one copy, no per-tap reshape): patch rows are
         # kernel-position-major, so the weights are transposed to (M, taps, C) to match.
-        w2 = op1(rb, "Transpose", reshape(rb, w, [m, c, kk]), perm=[0, 2, 1])
+        w2 = reshape(rb, w, [m, c, kk])
+        w2 = w2 if kk == 1 else op1(rb, "Transpose", w2, perm=[0, 2, 1])
     else:
         # Rows channel-major, kernel-position-minor (w's own layout), so that groups stay a
         # leading batch dim of the MatMul.
@@ -242,9 +250,9 @@ def lower_conv(rb, node, ins):
     geo = _conv_geometry(node, x, w)
     if geo is None:
         return None
-    x, w, b = widen(rb, [x, w, b])
-    y = correlate(rb, x, w, node.attrs["group"], *geo, patch_budget(node, x.type.dtype, x, w,
-                                                                      node.outputs[0]))
+    ct = CONV_ACCUMULATE.get(x.type.dtype, x.type.dtype)
+    x, w, b = (v if v is None else narrow(rb, v, ct) for v in (x, w, b))
+    y = correlate(rb, x, w, node.attrs["group"], *geo, patch_budget(node, ct, x, w, node.outputs[0]))
     return [narrow(rb, add_bias(rb, y, b), node.outputs[0].type.dtype)]
 
 

@@ -1,19 +1,25 @@
 """Lowering rules for resampling: Resize, Upsample, GridSample, AffineGrid.
 
-Resize is separable: each resized axis is resampled on its own. The taps (input indices) and
-weights of every output position depend only on the shapes and attributes, so they are computed
-here at lowering time with the op's own helpers (ops/resize.py) and become constants: nearest is
-one Gather per axis; linear and cubic (antialiased or not) are one Gather of all T taps (an
-(out, T) index table), a Mul by the (out, T) weights and a ReduceSum over the taps (or, where that
-table of samples would be too big, one Gather per tap, accumulated). Results are computed in
-float32 (float64 for float64 and integer data, as the reference, which then rounds integers half
-to even and saturates them). scales/sizes (and roi) must be known when lowering: they decide the
-output shape. An axis with a scale of exactly 1 is left alone, so a dynamic batch dim is fine.
+Resize is separable: each resized axis is resampled on its own. When scales/sizes (and roi) are
+known, the taps (input indices) and weights of every output position are computed here with the
+op's own helpers (ops/resize.py) and become constants: nearest is one Gather per axis; linear and
+cubic (antialiased or not) are one Gather of all T taps (an (out, T) index table), a Mul by the
+(out, T) weights and a ReduceSum over the taps (or, where that table of samples would be too big,
+one Gather per tap, accumulated). Results are computed in float32 (float64 for float64 and integer
+data, as the reference, which then rounds integers half to even and saturates them). An axis with
+a known scale of exactly 1 is left alone, so a dynamic batch dim is fine.
+
+scales/sizes/roi given only at run time still lower when the output shape is declared (an ONNX
+model's value_info): the coordinates and weights are then computed by graph ops that mirror the
+reference's arithmetic step by step (float64; roi in its own type), so that every rounding
+decision agrees; antialiasing takes the taps of the smallest scale the output size allows (the
+extra taps weigh 0).
 
 GridSample reads data-dependent positions: the sampling coordinates are computed from the grid
 with elementwise ops (in float64, as the reference, so that floor/round decisions agree), and
 each interpolation corner is one Gather from the input viewed as (N * spatial, C), weighted and
-summed. AffineGrid is a MatMul of a constant base grid with the transposed thetas.
+summed. AffineGrid is a MatMul of a constant base grid with the transposed thetas (the grid size
+comes from the size input, or from the declared output shape when size is a run-time input).
 """
 
 from __future__ import annotations
@@ -130,12 +136,10 @@ def _resize_plan(rb, node, x, scales, sizes):
     out = node.outputs[0].type.shape
     if out is None or not static([out[ax] for ax in axes] + [shape[ax] for ax in axes]):
         return None
-    if any(shape[ax] == 0 for ax in axes):
-        return None
     scale = [1.0] * r
     if sizes is not None and policy == "stretch":  # scale = size / input, and size = output
         for ax in axes:
-            scale[ax] = out[ax] / shape[ax]
+            scale[ax] = out[ax] / shape[ax] if shape[ax] else 1.0  # (an empty axis stays empty)
     elif sizes is not None:  # one scale for all axes: the smallest or largest size / input ratio
         ratios = op1(rb, "Div", op1(rb, "Cast", sizes, to=F64),
                      rb.constant(np.asarray([shape[ax] for ax in axes], np.float64), name="in_dims"))
@@ -311,11 +315,13 @@ def lower_upsample(rb, node, ins):
 @lowering("AffineGrid")
 def lower_affine_grid(rb, node, ins):
     theta, size = ins
-    size_v = _known(size)
-    if size_v is None or theta.type.shape is None:
+    size_v, out = _known(size), node.outputs[0].type.shape
+    if size_v is not None:
+        sp = [int(v) for v in size_v.reshape(-1)][2:]
+    elif out is not None and static(out[1:]):  # size given at run time: the declared grid shape
+        sp = list(out[1:-1])
+    else:
         return None
-    size_v = [int(v) for v in size_v.reshape(-1)]
-    sp = size_v[2:]
     nsp = len(sp)
     lines = []
     for n in sp:

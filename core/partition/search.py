@@ -10,6 +10,9 @@ roofline time on its device plus every transfer the placement implies.
      topological order to another device while that lowers the total and fits memory. This
      undoes the DP's myopia (a choice that only pays off several nodes later).
 
+Objective "priority": the peers' greedy rule, for comparison and to force work onto a device:
+each node goes to the first listed device that can run it and still has room.
+
 Objective "throughput": minimise the slowest pipeline stage. The topological order is cut into
 contiguous stages, one per device (in every distinct device order), by a bottleneck DP; requests
 then stream through the stages (see glow.runtime). Falls back to "latency" when no staged
@@ -226,6 +229,20 @@ def _incoming(p: Problem, i: int, j: int, path: np.ndarray) -> float:
         if p.values[kx].is_output:
             t += p.values[kx].nbytes * p.link[j]
     return t
+
+
+def priority(p: Problem) -> np.ndarray:
+    """First listed device that can run the node and has room (weights so far + working set)."""
+    a = np.zeros(p.n, dtype=np.int64)
+    weights, works = np.zeros(p.k), np.zeros(p.k)
+    for i in range(p.n):
+        ok = [j for j in range(p.k) if p.allowed[i, j]]
+        fits = [j for j in ok if weights[j] + p.weight_bytes[i] + max(works[j], p.work[i]) <= p.cap[j]]
+        j = (fits or ok)[0]
+        a[i] = j
+        weights[j] += p.weight_bytes[i]
+        works[j] = max(works[j], p.work[i])
+    return a
 
 
 # -- 2. local refinement --------------------------------------------------------------------------

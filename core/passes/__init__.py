@@ -23,6 +23,7 @@ _PASSES = {
     "fold-batchnorm": ("batchnorm", "FOLD_BATCHNORM"),
     "sink-transpose-reshape": ("sinking", "SINK"),
     "cleanup": ("pipeline", "CLEANUP"),
+    "fold-patterns": ("pipeline", "FOLD_PATTERNS"),
 }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import Graph
-from ..rewrite import _copy_node, rebuild
+from ..rewrite import copy_node, rebuild
 from .base import Pass
 from .patterns import captured_values
 
@@ -72,7 +72,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
             merged = True
         # Copy the first node of each key ourselves, keeping its names (rebuild would do the same),
         # so that later duplicates can be pointed at its outputs in the new graph.
-        outs = _copy_node(rb, node, canon_ins, [])
+        outs = copy_node(rb, node, canon_ins, [])
         seen.setdefault(key, outs)
         return outs
 

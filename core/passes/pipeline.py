@@ -25,10 +25,21 @@ from .sinking import SINK
 CLEANUP = FixedPoint("cleanup", (DCE, CONSTANT_FOLD, SIMPLIFY, CSE))
 
 
+def __getattr__(name):  # FOLD_PATTERNS lives with the lowering code; imported lazily (no cycle)
+    if name == "FOLD_PATTERNS":
+        from ..lowering.fold import FOLD_PATTERNS
+
+        return FOLD_PATTERNS
+    raise AttributeError(name)
+
+
 def default_pipeline() -> list:
+    from ..lowering.fold import FOLD_PATTERNS
+
     return [
         DCE,              # drop what no output needs before spending time on it
         CLEANUP,          # constants folded (weights computed by ConstantOfShape become weights)
+        FOLD_PATTERNS,    # exporter-decomposed Softmax/Gelu/LayerNorm raised back (fold before lower)
         FOLD_BATCHNORM,   # BatchNormalization and per-channel Mul/Add into Conv/Gemm weights
         SINK,             # Transpose/Reshape below elementwise ops ...
         CLEANUP,          # ... where adjacent pairs merge or cancel; then re-fold and re-merge

@@ -93,13 +93,16 @@ class SpecializingExecutable(Executable):
             key = signature(self.graph, feeds, bool(self._values))
             hit = self._cache.get(key)
             if hit is None:
-                g, _, values = specialize_static(self.graph, feeds)
+                g, _, values = specialize_static(unfuse(self.graph), feeds)
                 self._values = self._values or values
                 key = signature(self.graph, feeds, values)
                 g = optimize_for_backend(g, self.backend, self.options.native)
                 if not g.is_static():
                     from ..errors import BackendError
+                    from ..lowering import lower_to_supported
 
+                    # Name the ops that keep shapes unknown (raises a LoweringError listing them).
+                    lower_to_supported(g, lambda n: renders(n, self.backend.renderer), self.backend.name)
                     raise BackendError(f"backend '{self.backend.name}': shapes in graph "
                                        f"'{self.graph.name}' stay unknown after specialisation "
                                        "(they depend on data)")
@@ -108,3 +111,23 @@ class SpecializingExecutable(Executable):
                 self._cache[key] = hit
         names = {v.name for v in hit.graph.inputs}
         return hit.run({k: v for k, v in feeds.items() if k in names})
+
+
+def unfuse(graph: Graph) -> Graph:
+    """The graph with every fused node replaced by its members again, so that specialised
+    shapes and constants flow through them (constant folding does not look inside a fused body)."""
+    from ..passes.fusion import FUSED_OPS
+    from ..rewrite import rebuild
+
+    def visit(rb, node, ins):
+        if node.op not in FUSED_OPS:
+            return None
+        body = node.attrs["body"]
+        env = {id(ph): v for ph, v in zip(body.inputs, ins)}
+        for n in body.nodes:
+            args = [None if v is None else env.get(id(v), v) for v in n.inputs]
+            outs = rb.add(n.op, args, dict(n.attrs), num_outputs=len(n.outputs))
+            env.update(zip(map(id, n.outputs), outs))
+        return [env[id(body.outputs[0])]]
+
+    return rebuild(graph, visit)[0]

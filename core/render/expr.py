@@ -128,8 +128,12 @@ def _cast(c):
 def _shift(c):
     a, b = c.args
     bits = c.out.itemsize * 8
-    op = "<<" if c.attrs.get("direction") == "LEFT" else ">>"
-    return f"(({b}) >= {bits} ? ({c.ct})0 : ({c.ct})({a} {op} {b}))"
+    bad = f"(({b}) < 0 || ({b}) >= {bits})" if c.out.is_signed else f"(({b}) >= {bits})"
+    if c.attrs.get("direction") == "LEFT":  # shift the unsigned bits: no signed overflow
+        u = c.r.storage({1: dt.uint8, 2: dt.uint16, 4: dt.uint32, 8: dt.uint64}[c.out.itemsize])
+        return f"({bad} ? ({c.ct})0 : ({c.ct})(({u})({a}) << ({b})))"
+    fill = f"(({a}) < 0 ? ({c.ct})-1 : ({c.ct})0)" if c.out.is_signed else f"({c.ct})0"
+    return f"({bad} ? {fill} : ({c.ct})(({a}) >> ({b})))"
 
 
 def _isinf(c):

@@ -28,8 +28,8 @@ def _f2h(r) -> str:
   if (a < 0x38800000u) {{  /* below 2^-14: subnormal half, round to nearest even */
     if (a < 0x33000000u) return (unsigned short)s;
     unsigned int m = (a & 0x7fffffu) | 0x800000u, sh = 126u - (a >> 23);
-    unsigned int q = m >> sh, rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1u);
-    q += (rem > half || (rem == half && (q & 1u))) ? 1u : 0u;
+    unsigned int q = m >> sh, rem = m & ((1u << sh) - 1u), mid = 1u << (sh - 1u);
+    q += (rem > mid || (rem == mid && (q & 1u))) ? 1u : 0u;
     return (unsigned short)(s | q);
   }}
   unsigned int r = a - 0x38000000u;  /* rebias the exponent by 127 - 15 */

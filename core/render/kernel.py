@@ -15,7 +15,7 @@ and two instructions with the same shapes share one kernel (its text names no ad
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import dtypes as dt
 from .cstyle import CStyleRenderer
@@ -35,6 +35,7 @@ class Kernel:
     global_size: tuple  # work-items per axis (not rounded up to the work-group size)
     local_size: tuple | None  # work-group size, or None to let the runtime pick
     operands: tuple  # IR operands (Buffer | View), in argument order after `mem`
+    instr: object = field(default=None, compare=False)  # the instruction it was rendered for
 
     @property
     def launch(self) -> tuple:
@@ -46,8 +47,9 @@ class Kernel:
 
 
 class KernelWriter:
-    def __init__(self, r: CStyleRenderer, base: str):
+    def __init__(self, r: CStyleRenderer, base: str, instr=None):
         self.r = r
+        self.instr = instr
         self.base = base
         self.operands: list = []
         self.prologue: list[str] = []
@@ -138,7 +140,7 @@ class KernelWriter:
         self.body.append("  " * self._depth + text if text else "")
 
     def open(self, text: str) -> None:
-        self.line(text + " {")
+        self.line(text + " {" if text else "{")
         self._depth += 1
 
     def close(self, text: str = "}") -> None:
@@ -155,7 +157,7 @@ class KernelWriter:
         name = f"{self.base}_{digest}"
         return Kernel(name, text.replace("@NAME@", name), frozenset(self.helpers),
                       frozenset(self.features), self.global_size, self.local_size,
-                      tuple(self.operands))
+                      tuple(self.operands), self.instr)
 
 
 def check_size(n: int) -> None:

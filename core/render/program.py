@@ -34,7 +34,7 @@ def render_instr(instr, renderer, params: DeviceParams) -> Kernel | None:
         return None
     if all(o is None or o.type.numel == 0 for o in instr.outputs):
         return None
-    w = KernelWriter(renderer, _base_name(instr))
+    w = KernelWriter(renderer, _base_name(instr), instr)
     if instr.kind == "copy":
         render_copy(w, instr, params)
     elif instr.kind == "fused" or (instr.expr is None and _elementwise(instr)):

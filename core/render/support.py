@@ -18,15 +18,21 @@ def _tensor_ok(t, renderer) -> bool:
 
 
 def is_dynamic(node) -> bool:
-    """Tensor values of unknown shape: decided only once inputs are seen (shape specialisation)."""
-    return any(isinstance(v.type, dt.TensorType) and not v.type.is_static
-               for v in (*node.all_inputs, *node.outputs) if v is not None)
+    """A tensor op with values of unknown shape: decided once inputs are seen (shape
+    specialisation, which may also fold control flow away). Non-tensor values (sequences,
+    optionals) are never renderable, so never deferred."""
+    values = [v for v in (*node.all_inputs, *node.outputs) if v is not None]
+    if not all(isinstance(v.type, dt.TensorType) for v in values):
+        return False
+    return any(not v.type.is_static for v in values)
 
 
 def renders(node, renderer) -> bool:
     if node.op.domain not in ("", "ai.onnx") or node.captures or node.op.has_subgraphs:
         return False
-    values = [v for v in (*node.inputs, *node.outputs) if v is not None]
+    # Empty constants are fine (an empty shape or axes list); empty data is not rendered.
+    values = [v for v in (*node.inputs, *node.outputs)
+              if v is not None and not (v.data is not None and getattr(v.type, "numel", 1) == 0)]
     if not all(_tensor_ok(v.type, renderer) for v in values):
         return False
     rule = rule_for(node.op.name)

@@ -93,6 +93,7 @@ def emit_conv(make_kb, g: ConvGeometry, epilogue=None, extra_args: int = 0, *, h
     `epilogue(kb, bias, extras) -> Epilogue` (default: from the flags)."""
     epilogue = epilogue or conv_epilogue(has_bias, activation, clip)
     kb = make_kb([ir.PointerType()] * (4 + extra_args) + [I64, I64])
+    kb.fn.attributes.add("noinline")  # one call each: inlining only slows LLVM down
     inp, wp, out, bias = kb.args[:4]
     extras = kb.args[4:4 + extra_args]
     tid, nth = kb.args[4 + extra_args:]

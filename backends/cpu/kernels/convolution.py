@@ -49,8 +49,10 @@ def run_conv(cg, instr, g: ConvGeometry, x_ptr, out_ptr, plan):
     _, w, bias = _args(instr)
     wp = cg.weight(pack_conv_weights(weight_data(w), g))
     kplan = plan if plan is not None else ep.NONE
-    fn = emit_conv(lambda types: cg.function(instr.op.name, types), g, kplan.builder(bias is not None),
-                   len(kplan.leaves))
+    # Kernels take every tensor as an argument: convolutions of one geometry share a function.
+    key = ("conv", g, bias is not None, kplan.key)
+    fn = cg.shared(key, lambda: emit_conv(lambda types: cg.function(instr.op.name, types), g,
+                                          kplan.builder(bias is not None), len(kplan.leaves)))
     bp = cg.ptr(bias) if bias is not None else ir.Constant(PTR, None)
     args = [x_ptr, wp, out_ptr, bp, *kplan.args(cg)]
     if g.flops < PARALLEL_FLOPS:
@@ -90,6 +92,7 @@ def relayout(cg, src, dst, nchw_shape, to_nhwc: bool, pads=(0, 0, 0, 0)):
     pt, pl, pb, pr = pads
     hp, wp = h + pt + pb, w + pl + pr
     kb = cg.function("relayout", [PTR, PTR, I64, I64])
+    kb.fn.attributes.add("noinline")  # one call each: inlining only slows LLVM down
     s, d, tid, nth = kb.args
     b = kb.b
     lo, hi = split_range(kb, n * h, tid, nth)

@@ -18,7 +18,7 @@ from glow.ir.instr import Expr
 from ..codegen import cpu_kernel, has_ltype
 from ..irutil import I64, PTR, VEC
 from . import ewops
-from .ewops import Lanes
+from .ewops import Lanes, lanes_loop
 
 #: Loops with at least this many elements split across the threads.
 PARALLEL_MIN = 1 << 15
@@ -99,13 +99,14 @@ def emit_strided(cg, name: str, shape, accesses: list, body, *, single: bool | N
         lanes.store(body(lanes, full), ptrs[0], offsets[0], present[0].dtype)
 
     def inner(bases, lo, hi):
-        contiguous = all(st[-1] in (0, 1) for st in strides)
-        n_vec = b.sub(hi, b.srem(b.sub(hi, lo), kb.i64(VEC))) if contiguous else lo
-        for step, stop in ((VEC, n_vec), (1, hi)) if contiguous else ((1, hi),):
-            start = lo if step == VEC else n_vec
-            with kb.loop(start, stop, step, name=f"v{step}") as i:
-                offs = [b.add(base, b.mul(i, kb.i64(st[-1]))) for base, st in zip(bases, strides)]
-                element(Lanes(kb, step), offs)
+        def step(lanes, i):
+            element(lanes, [b.add(base, b.mul(i, kb.i64(st[-1]))) for base, st in zip(bases, strides)])
+
+        if all(st[-1] in (0, 1) for st in strides):
+            lanes_loop(kb, lo, hi, step)
+        else:
+            with kb.loop(lo, hi, name="i") as i:
+                step(Lanes(kb, 1), i)
 
     def nest(depth, bases, lo=None, hi=None):
         lo = kb.i64(0) if lo is None else lo
@@ -142,15 +143,25 @@ def call_split(cg, fn, args, single: bool):
 
 # -- expression trees ---------------------------------------------------------------------------
 
-def evaluate(lanes: Lanes, e: Expr, values: list, acc=None):
-    """The value of an expression tree at the current position."""
-    if e.op is None:
-        if e.arg is None:
-            return lanes.const(e.type.dtype, np.asarray(e.value).reshape(-1)[0])
-        return acc if e.arg == -1 else values[e.arg]
-    args = [None if a is None else evaluate(lanes, a, values, acc) for a in e.args]
-    types = [None if a is None else a.type.dtype for a in e.args]
-    return ewops.apply(lanes, e.op.name, args, types, e.type.dtype, e.attrs)
+def evaluate(lanes: Lanes, e: Expr, values: list, acc=None, acc_dtype=None):
+    """The value of an expression tree at the current position (`acc`: the kernel's own result,
+    the leaf arg -1 of an epilogue, whose element type is `acc_dtype`, by default its LLVM type's)."""
+    if acc is not None and acc_dtype is None:
+        acc_dtype = ewops.dtype_of_value(acc)
+
+    def dtype(a):
+        return acc_dtype if a.type is None else a.type.dtype
+
+    def ev(e):
+        if e.op is None:
+            if e.arg is None:
+                return lanes.const(e.type.dtype, np.asarray(e.value).reshape(-1)[0])
+            return acc if e.arg == -1 else values[e.arg]
+        args = [None if a is None else ev(a) for a in e.args]
+        types = [None if a is None else dtype(a) for a in e.args]
+        return ewops.apply(lanes, e.op.name, args, types, e.type.dtype, e.attrs)
+
+    return ev(e)
 
 
 def expr_supported(e: Expr) -> bool:
@@ -187,16 +198,17 @@ def emit_epilogue(cg, instr):
     """The epilogue of a kernel instruction as a second pass, in place over its output."""
     out = instr.outputs[0]
     ins = [out, *instr.inputs]
-    shifted = _shift_args(instr.expr, 1)
+    shifted = _shift_args(instr.expr, 1, out.type)
     emit_loop(cg, "epilogue", out, ins, lambda lanes, vals: evaluate(lanes, shifted, vals))
 
 
-def _shift_args(e: Expr, by: int) -> Expr:
+def _shift_args(e: Expr, by: int, acc_type) -> Expr:
     if e.op is None:
         if e.arg is None:
             return e
-        return Expr(e.type, arg=0 if e.arg == -1 else e.arg + by)
-    return Expr(e.type, e.op, tuple(None if a is None else _shift_args(a, by) for a in e.args), e.attrs)
+        return Expr(acc_type, arg=0) if e.arg == -1 else Expr(e.type, arg=e.arg + by)
+    return Expr(e.type, e.op, tuple(None if a is None else _shift_args(a, by, acc_type) for a in e.args),
+                e.attrs)
 
 
 def emit_elementwise_op(cg, instr):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from glow import dtypes as dt
 from glow.ir.instr import Expr
 
@@ -22,6 +24,11 @@ from .gemm import Epilogue, leaf_kind
 class EpiloguePlan:
     expr: object  # Expr or None
     leaves: tuple  # ((arg, operand, kind), ...)
+
+    @property
+    def key(self):
+        """Hashable structure of the epilogue: kernels with equal keys are one function."""
+        return (expr_key(self.expr), tuple((arg, kind) for arg, _, kind in self.leaves))
 
     def args(self, cg) -> list:
         """Pointers (in the entry) to the tensors the expression reads, in kernel-argument order."""
@@ -61,6 +68,18 @@ def plan(instr, rows: int, cols: int) -> EpiloguePlan | None:
             return None
         leaves.append((leaf.arg, o, kind))
     return EpiloguePlan(e, tuple(leaves))
+
+
+def expr_key(e):
+    if e is None:
+        return None
+    if e.op is None:
+        if e.arg is not None:
+            return ("arg", e.arg)
+        v = np.asarray(e.value)
+        return ("imm", str(v.dtype), v.tobytes())
+    attrs = tuple(sorted((k, repr(v)) for k, v in e.attrs.items()))
+    return (e.op.domain, e.op.name, attrs, tuple(expr_key(a) for a in e.args))
 
 
 def typed_acc(e: Expr, t) -> Expr:

@@ -14,7 +14,7 @@ import numpy as np
 from glow import dtypes as dt
 
 from ..codegen import has_ltype, ltype
-from ..irutil import F32, F64, I1, I8, I32, I64, KernelBuilder
+from ..irutil import F32, F64, I1, I8, I32, I64, PTR, KernelBuilder
 
 try:  # CPU-2's vector polynomials (exp, log, tanh, erf, sigmoid on float32)
     from . import vmath
@@ -40,6 +40,16 @@ def storage_dtype(d):
     return _BY_SIZE.get(d.itemsize)
 
 
+def dtype_of_value(v):
+    """The element type an LLVM value most likely holds (for untyped epilogue leaves)."""
+    t = v.type.element if isinstance(v.type, ir.VectorType) else v.type
+    if t == I1:
+        return dt.bool_
+    if isinstance(t, ir.IntType):
+        return {8: dt.int8, 16: dt.int16, 32: dt.int32, 64: dt.int64}[t.width]
+    return {F32: dt.float32, F64: dt.float64, HALF: dt.float16}[t]
+
+
 def compute_type(d) -> ir.Type:
     if d == dt.bool_:
         return I1
@@ -49,10 +59,11 @@ def compute_type(d) -> ir.Type:
 
 
 class Lanes:
-    """Emits code for n lanes at the current loop position."""
+    """Emits code for n lanes at the current loop position; with a `mask` (an <n x i1> value)
+    only the lanes it sets are read from and written to memory."""
 
-    def __init__(self, kb: KernelBuilder, n: int):
-        self.kb, self.b, self.n = kb, kb.b, n
+    def __init__(self, kb: KernelBuilder, n: int, mask=None):
+        self.kb, self.b, self.n, self.mask = kb, kb.b, n, mask
 
     def t(self, scalar: ir.Type) -> ir.Type:
         return scalar if self.n == 1 else ir.VectorType(scalar, self.n)
@@ -81,13 +92,24 @@ class Lanes:
         p = self.kb.ptr(ptr, offset, st)
         if broadcast or self.n == 1:
             v = self.splat(self.b.load(p, typ=st, align=d.itemsize))
+        elif self.mask is not None:
+            vt = self.t(st)
+            fn = self.kb.intrinsic(f"llvm.masked.load.{_vname(vt)}.p0", vt, [PTR, I32, self.mask.type, vt])
+            v = self.b.call(fn, [p, ir.Constant(I32, d.itemsize), self.mask, ir.Constant(vt, None)])
         else:
             v = self.b.load(p, typ=self.t(st), align=d.itemsize)
         return self.from_storage(v, d)
 
     def store(self, value, ptr, offset, d):
         st = ltype(d)
-        self.b.store(self.to_storage(value, d), self.kb.ptr(ptr, offset, st), align=d.itemsize)
+        p = self.kb.ptr(ptr, offset, st)
+        v = self.to_storage(value, d)
+        if self.mask is not None and self.n > 1:
+            fn = self.kb.intrinsic(f"llvm.masked.store.{_vname(v.type)}.p0", ir.VoidType(),
+                                   [v.type, PTR, I32, self.mask.type])
+            self.b.call(fn, [v, p, ir.Constant(I32, d.itemsize), self.mask])
+        else:
+            self.b.store(v, p, align=d.itemsize)
 
     def from_storage(self, v, d):
         b = self.b
@@ -141,6 +163,24 @@ class Lanes:
             lane = self.b.call(fn, [self.b.extract_element(x, ir.Constant(I32, k))])
             out = self.b.insert_element(out, lane, ir.Constant(I32, k))
         return out
+
+
+def _vname(t: ir.VectorType) -> str:
+    el = t.element
+    name = {F32: "f32", F64: "f64", HALF: "f16"}.get(el) or f"i{el.width}"
+    return f"v{t.count}{name}"
+
+
+def lanes_loop(kb: KernelBuilder, lo, hi, body, n: int = 16):
+    """body(lanes, i) for i = lo, lo + n, ... < hi: n lanes a step, the last step masked, so the
+    body is emitted once (no scalar tail loop)."""
+    b = kb.b
+    lo = kb.i64(lo) if isinstance(lo, int) else lo
+    hi = kb.i64(hi) if isinstance(hi, int) else hi
+    iota = ir.Constant(ir.VectorType(I64, n), list(range(n)))
+    with kb.loop(lo, hi, n, name="lanes") as i:
+        mask = b.icmp_signed("<", b.add(kb.splat(i, n), iota), kb.splat(hi, n))
+        body(Lanes(kb, n, mask), i)
 
 
 # -- the op table -------------------------------------------------------------------------------

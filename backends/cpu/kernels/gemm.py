@@ -241,6 +241,7 @@ def emit_gemm(make_kb, s: GemmShape, epilogue=None, extra_args: int = 0) -> ir.F
     lda = s.K if s.lda is None else s.lda
     ldb = s.N if s.ldb is None else s.ldb
     kb = make_kb([PTR] * (4 + extra_args) + [I64, I64])
+    kb.fn.attributes.add("noinline")  # one call each: inlining only slows LLVM down
     A, B, C, bias = kb.args[:4]
     extras = kb.args[4:4 + extra_args]
     tid, nth = kb.args[4 + extra_args:]

@@ -9,13 +9,12 @@ The inner block B is contiguous in both tensors: a vector copy.
 from __future__ import annotations
 
 import numpy as np
-
 from glow import dtypes as dt
 
 from ..codegen import cpu_kernel
-from ..irutil import I64, PTR, VEC
+from ..irutil import I64, PTR
 from .elementwise import call_split
-from .ewops import Lanes, storage_dtype
+from .ewops import Lanes, lanes_loop, storage_dtype
 
 PARALLEL_MIN = 1 << 15
 
@@ -51,12 +50,8 @@ def emit_gather(cg, instr):
         k = b.select(b.icmp_signed(">", k, kb.i64(D - 1)), kb.i64(D - 1), k)
         src = b.mul(b.add(b.mul(a, kb.i64(D)), k), kb.i64(B))
         dst = b.mul(row, kb.i64(B))
-        n_vec = B - B % VEC
-        for step, start, stop in ((VEC, 0, n_vec), (1, n_vec, B)):
-            if start < stop:
-                with kb.loop(start, stop, step, name=f"b{step}") as j:
-                    L = Lanes(kb, step)
-                    L.store(L.load(x, b.add(src, j), mover, False), y, b.add(dst, j), mover)
+        lanes_loop(kb, 0, B, lambda L, j: L.store(L.load(x, b.add(src, j), mover, False), y,
+                                                  b.add(dst, j), mover))
     kb.finish()
     if D == 0:
         return  # an empty axis with a non-empty output cannot be indexed; shape rules forbid it

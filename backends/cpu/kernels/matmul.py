@@ -65,8 +65,9 @@ def _packable(b) -> bool:
 def _run_gemm(cg, instr, s: GemmShape, a, b_ptr, bias_ptr, plan, name):
     out = instr.outputs[0]
     kplan = plan if plan is not None else ep.NONE
-    fn = emit_gemm(lambda types: cg.function(name, types), s, kplan.builder(bias_ptr is not None),
-                   len(kplan.leaves))
+    key = ("gemm", s, bias_ptr is not None, kplan.key)
+    fn = cg.shared(key, lambda: emit_gemm(lambda types: cg.function(name, types), s,
+                                          kplan.builder(bias_ptr is not None), len(kplan.leaves)))
     bias = bias_ptr if bias_ptr is not None else ir.Constant(PTR, None)
     small = s.flops < 1 << 16
     args = [cg.ptr(a), b_ptr, cg.ptr(out), bias, *kplan.args(cg)]
@@ -110,17 +111,28 @@ def _matmul_generic(node) -> bool:
 
 @cpu_kernel("MatMul", supports=_matmul_generic)
 def emit_matmul_generic(cg, instr):
-    """A plain i-j-k loop nest for element types the micro-kernel does not handle."""
+    """A plain i-j-k loop nest for element types the micro-kernel does not handle; 16-bit floats
+    accumulate in float32 and round once, integers wrap, as the reference does."""
+    from .ewops import Lanes, compute_type
+
     a, b = instr.inputs[:2]
     out = instr.outputs[0]
     d = out.type.dtype
     s, _ = matmul_shape(a.type.shape, b.type.shape, packed=False)
     st = ltype(d)
-    wide = F32 if d == dt.float16 else st
-    is_float = isinstance(st, (ir.FloatType, ir.DoubleType, ir.HalfType))
+    half = d in (dt.float16, dt.bfloat16)
+    wide = F32 if half else compute_type(d)
+    is_float = isinstance(wide, (ir.FloatType, ir.DoubleType, ir.HalfType))
     kb = cg.function("MatMul", [PTR, PTR, PTR])
+    kb.fn.attributes.add("noinline")  # one call each: inlining only slows LLVM down
     A, B, C = kb.args
     bld = kb.b
+    lanes = Lanes(kb, 1)
+
+    def load(ptr, idx):
+        v = lanes.from_storage(kb.load(ptr, idx, st, d.itemsize), d)
+        return bld.fpext(v, wide) if d == dt.float16 else v
+
     from .gemm import _batch_offsets
 
     with kb.loop(0, s.batches, name="batch") as bi:
@@ -133,17 +145,15 @@ def emit_matmul_generic(cg, instr):
             with kb.loop(0, s.N, name="j") as j:
                 acc = kb.var(wide, ir.Constant(wide, 0.0 if is_float else 0))
                 with kb.loop(0, s.K, name="k") as k:
-                    x = kb.load(A, bld.add(a0, bld.add(bld.mul(i, kb.i64(s.K)), k)), st, d.itemsize)
-                    y = kb.load(B, bld.add(b0, bld.add(bld.mul(k, kb.i64(s.N)), j)), st, d.itemsize)
-                    if wide != st:
-                        x, y = bld.fpext(x, wide), bld.fpext(y, wide)
-                    prod = bld.fmul(x, y) if is_float else bld.mul(x, y)
+                    x = load(A, bld.add(a0, bld.add(bld.mul(i, kb.i64(s.K)), k)))
+                    y = load(B, bld.add(b0, bld.add(bld.mul(k, kb.i64(s.N)), j)))
                     cur = bld.load(acc)
-                    bld.store(bld.fadd(cur, prod) if is_float else bld.add(cur, prod), acc)
+                    bld.store(bld.fadd(cur, bld.fmul(x, y)) if is_float else bld.add(cur, bld.mul(x, y)), acc)
                 r = bld.load(acc)
-                if wide != st:
+                if d == dt.float16:
                     r = bld.fptrunc(r, st)
-                kb.store(r, C, bld.add(c0, bld.add(bld.mul(i, kb.i64(s.N)), j)), st, d.itemsize)
+                kb.store(lanes.to_storage(r, d), C, bld.add(c0, bld.add(bld.mul(i, kb.i64(s.N)), j)), st,
+                         d.itemsize)
     kb.finish()
     cg.call(kb.fn, [cg.ptr(a), cg.ptr(b), cg.ptr(out)], single=True)
 

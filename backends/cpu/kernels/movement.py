@@ -16,7 +16,7 @@ from glow import dtypes as dt
 from glow.errors import BackendError
 from numpy.lib.stride_tricks import as_strided
 
-from ..codegen import cpu_kernel, weight_data
+from ..codegen import constant, cpu_kernel, value_input
 from ..irutil import I1, I8, I64, PTR, VOID
 from .elementwise import Access, broadcast, emit_strided, strides_of
 from .ewops import storage_dtype
@@ -74,12 +74,9 @@ def emit_same_bytes(cg, instr):
 # -- affine movement ----------------------------------------------------------------------------
 
 def _consts_ok(node) -> bool:
-    """Every input but the data is a constant (or shapes are not known yet: the runtime
-    specialises the graph, and the inputs become constants then)."""
-    out = node.outputs[0].type
-    if not out.is_static:
-        return True
-    return all(v is None or v.is_constant for v in node.inputs[1:])
+    """Every input but the data is a constant, or can become one when the runtime specialises
+    the graph on input values."""
+    return all(value_input(v) for v in node.inputs[1:])
 
 
 def affine_map(op, attrs, in_shape, args) -> tuple[int, list[int]] | None:
@@ -100,7 +97,7 @@ def _affine_supported(node) -> bool:
 @cpu_kernel("Slice", supports=_affine_supported)
 def emit_affine(cg, instr):
     out, src = instr.outputs[0], instr.inputs[0]
-    args = [None if o is None else _const(o) for o in instr.inputs[1:]]
+    args = [None if o is None else constant(o) for o in instr.inputs[1:]]
     m = affine_map(instr.op, instr.attrs, src.type.shape, args)
     if m is None:
         raise BackendError(f"{instr.opname} '{instr.name}' is not a strided view of its input")
@@ -109,13 +106,6 @@ def emit_affine(cg, instr):
     mover = storage_dtype(out.type.dtype)
     emit_strided(cg, instr.opname, shape, [broadcast(out, shape, mover), Access(src, strides, offset, mover)],
                  lambda lanes, vals: vals[0])
-
-
-def _const(o) -> np.ndarray:
-    v = weight_data(o)
-    if v is None:
-        raise BackendError(f"%{o.name} must be a compile-time constant for the CPU backend")
-    return v
 
 
 # -- Concat -------------------------------------------------------------------------------------
@@ -143,9 +133,8 @@ def emit_concat(cg, instr):
 # -- Pad (constant mode; the other modes lower to Slice/Concat) ---------------------------------
 
 def _pad_supported(node) -> bool:
-    return _movable(node) and node.attrs.get("mode", "constant") == "constant" and (
-        not node.outputs[0].type.is_static or all(v is None or v.is_constant for v in node.inputs[1:2] +
-                                                  node.inputs[3:]))
+    return _movable(node) and node.attrs.get("mode", "constant") == "constant" and all(
+        value_input(v) for v in node.inputs[1:2] + node.inputs[3:])
 
 
 def pad_widths(rank, pads, axes) -> list[tuple[int, int]]:
@@ -161,8 +150,8 @@ def emit_pad(cg, instr):
     """Fill the output with the constant, then (after a barrier) copy the kept input region in."""
     out, src = instr.outputs[0], instr.inputs[0]
     value = instr.inputs[2] if len(instr.inputs) > 2 else None
-    axes = _const(instr.inputs[3]) if len(instr.inputs) > 3 and instr.inputs[3] is not None else None
-    widths = pad_widths(len(src.type.shape), _const(instr.inputs[1]).reshape(-1), axes)
+    axes = constant(instr.inputs[3]) if len(instr.inputs) > 3 and instr.inputs[3] is not None else None
+    widths = pad_widths(len(src.type.shape), constant(instr.inputs[1]).reshape(-1), axes)
     shape, in_shape = tuple(out.type.shape), tuple(src.type.shape)
     mover = storage_dtype(out.type.dtype)
     region = [d - max(-b, 0) - max(-e, 0) for d, (b, e) in zip(in_shape, widths)]

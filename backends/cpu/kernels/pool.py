@@ -41,6 +41,7 @@ def emit_pool_nhwc(cg, kind: str, x_shape, out_shape, attrs, src, dst):
     k, s, _, pb, pe = layout.conv_geometry(node)
     include_pad = bool(attrs.get("count_include_pad", 0))
     kb = cg.function(f"{kind}pool", [PTR, PTR, I64, I64])
+    kb.fn.attributes.add("noinline")  # one call each: inlining only slows LLVM down
     src_, dst_, tid, nth = kb.args
     b = kb.b
     lo, hi = split_range(kb, n * ho * wo, tid, nth)
@@ -109,6 +110,7 @@ class _T:
 def emit_gap_nhwc(cg, x_shape, src, dst):
     n, h, w, c = x_shape
     kb = cg.function("gap", [PTR, PTR, I64, I64])
+    kb.fn.attributes.add("noinline")  # one call each: inlining only slows LLVM down
     src_, dst_, tid, nth = kb.args
     b = kb.b
     nvec = -(-c // VEC)
@@ -138,6 +140,7 @@ def emit_gap_nchw(cg, x_shape, src, dst):
     n, c, h, w = x_shape
     hw = h * w
     kb = cg.function("gap_nchw", [PTR, PTR, I64, I64])
+    kb.fn.attributes.add("noinline")  # one call each: inlining only slows LLVM down
     src_, dst_, tid, nth = kb.args
     b = kb.b
     lo, hi = split_range(kb, n * c, tid, nth)

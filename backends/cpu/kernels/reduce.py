@@ -18,11 +18,11 @@ from __future__ import annotations
 import numpy as np
 from glow import dtypes as dt
 
-from ..codegen import cpu_kernel, weight_data
+from ..codegen import constant, cpu_kernel, value_input
 from ..irutil import F32, I64, PTR, VEC
 from . import ewops
 from .elementwise import broadcast_strides, call_split, strides_of
-from .ewops import FLOATS, Lanes, compute_type
+from .ewops import FLOATS, Lanes, compute_type, lanes_loop
 
 PARALLEL_MIN = 1 << 15  # input elements
 HALVES = (dt.float16, dt.bfloat16)
@@ -46,7 +46,7 @@ def identity(op: str, d):
 def resolve_axes(instr, rank: int):
     """The reduced axes (sorted), or None when the op is the identity (noop_with_empty_axes)."""
     axes = instr.inputs[1] if len(instr.inputs) > 1 else None
-    axes = [] if axes is None else [int(a) for a in weight_data(axes).reshape(-1)]
+    axes = [] if axes is None else [int(a) for a in constant(axes).reshape(-1)]
     if not axes:
         return None if instr.attrs.get("noop_with_empty_axes", 0) else list(range(rank))
     return sorted({a % rank for a in axes}) if rank else []
@@ -54,8 +54,7 @@ def resolve_axes(instr, rank: int):
 
 def _reduce_supported(node) -> bool:
     d = node.inputs[0].type.dtype
-    axes_ok = len(node.inputs) < 2 or node.inputs[1] is None or node.inputs[1].is_constant \
-        or not node.outputs[0].type.is_static
+    axes_ok = len(node.inputs) < 2 or value_input(node.inputs[1])
     ok_types = ewops.NUMERIC + ((dt.bool_,) if node.op.name in ("ReduceMax", "ReduceMin") else ())
     return axes_ok and d in ok_types
 
@@ -164,16 +163,13 @@ def _rows(kb, acc, x, y, kept, red, tid, nth):
         j_hi = b.mul(j_hi, kb.i64(VEC))
         j_hi = b.select(b.icmp_signed("<", j_hi, kb.i64(L_n)), j_hi, kb.i64(L_n))
 
-    def lanes_loop(fn):
-        n_vec = b.sub(j_hi, b.srem(b.sub(j_hi, j_lo), kb.i64(VEC)))
-        for step, start, stop in ((VEC, j_lo, n_vec), (1, n_vec, j_hi)):
-            with kb.loop(start, stop, step, name=f"j{step}") as j:
-                fn(Lanes(kb, step), j)
+    def lanes(fn):
+        lanes_loop(kb, j_lo, j_hi, fn)
 
     with kb.loop(lo, hi, name="o") as o:
         in_base = _offsets(kb, o, [(n, s) for n, s, _ in outer], 1)
         out_base = _offsets(kb, o, [(n, s, t) for n, s, t in outer], 2)
-        lanes_loop(lambda L, j: L.store(acc.init(L), y, b.add(out_base, j), d))
+        lanes(lambda L, j: L.store(acc.init(L), y, b.add(out_base, j), d))
 
         def combine_row(r):
             def step(L, j):
@@ -181,7 +177,7 @@ def _rows(kb, acc, x, y, kept, red, tid, nth):
                 v = L.load(x, b.add(b.add(in_base, r), b.mul(j, kb.i64(L_in))), d, False)
                 L.store(acc.combine(L, L.load(y, at, d, False), v), y, at, d)
 
-            lanes_loop(step)
+            lanes(step)
 
         _nest(kb, red, kb.i64(0), combine_row)
 
@@ -281,14 +277,10 @@ def _row_products(kb, d, A, B, C, a_row, b_mat, c_row, K, N):
     b = kb.b
     is_f = d in FLOATS
 
-    def lanes_loop(fn):
-        n_vec = N - N % VEC
-        for step, start, stop in ((VEC, 0, n_vec), (1, n_vec, N)):
-            if start < stop:
-                with kb.loop(start, stop, step, name=f"n{step}") as n:
-                    fn(Lanes(kb, step), n)
+    def lanes(fn):
+        lanes_loop(kb, 0, N, fn)
 
-    lanes_loop(lambda L, n: L.store(L.const(d, 0), C, b.add(c_row, n), d))
+    lanes(lambda L, n: L.store(L.const(d, 0), C, b.add(c_row, n), d))
     with kb.loop(0, K, name="k") as k:
         S = Lanes(kb, 1)
         av = S.load(A, b.add(a_row, k), d, False)

@@ -60,6 +60,7 @@ def store_vec(kb, value, ptr, mask):
 def row_kernel(cg, name: str, rows: int, length: int, nptr: int, body):
     """A kernel over `rows` rows of `length`: body(kb, ptrs, row_offset) emits one row."""
     kb = cg.function(name, [PTR] * nptr + [I64, I64])
+    kb.fn.attributes.add("noinline")  # one call each: inlining only slows LLVM down
     ptrs, (tid, nth) = kb.args[:nptr], kb.args[nptr:]
     lo, hi = split_range(kb, rows, tid, nth)
     with kb.loop(lo, hi, name="row") as r:

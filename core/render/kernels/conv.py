@@ -68,7 +68,7 @@ def _supports_conv(node, r):
 @kernel_rule("Conv", supports=_supports_conv)
 def render_conv(w, instr, params):
     g = conv_geometry(instr)
-    if (False and params.cpu and w.r.has_vectors and len(g.kernel) == 2 and instr.outputs[0].type.dtype == dt.float32
+    if (params.cpu and w.r.has_vectors and len(g.kernel) == 2 and instr.outputs[0].type.dtype == dt.float32
             and g.out_sp[1] >= 8 and g.cout_per_group % 4 == 0):
         from .conv_cpu import render_conv_cpu
 

@@ -35,10 +35,10 @@ def matmul_dims(instr):
 def matmul_variant(instr, params, renderer) -> str:
     batch, m, k, n, _, _ = matmul_dims(instr)
     f32 = all(o.type.dtype == dt.float32 for o in (*instr.inputs[:2], instr.outputs[0]))
-    if not f32 or m * n * k < 4096 or True:
+    if not f32 or m * n * k < 4096:
         return "naive"
     if params.cpu:
-        return "cpu-vec" if renderer.has_vectors and n % 16 == 0 else "naive"
+        return "cpu-vec" if renderer.has_vectors and n >= 16 else "naive"
     return "tiled"
 
 

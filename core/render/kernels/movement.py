@@ -210,3 +210,27 @@ def render_gather(w, instr, params):
     p = w.arg(x)
     r = f" + {i} % {inner}" if inner > 1 else ""
     w.line(f"{y}[{i}] = {p}[(outer * {d} + k) * {inner}{r}];")
+
+
+# -- Constant ---------------------------------------------------------------------------------------
+#: Constants with more elements than this stay weights (constant folding makes them so upstream).
+CONSTANT_TABLE_LIMIT = 4096
+
+
+def _constant_value(instr_or_node):
+    return np.asarray(instr_or_node.op.reference(**{k: v for k, v in instr_or_node.attrs.items()
+                                                      if not k.startswith("_")}))
+
+
+@kernel_rule("Constant", supports=lambda node, r: node.outputs[0].type.numel <= CONSTANT_TABLE_LIMIT)
+def render_constant(w, instr, params):
+    out, y, i = _start(w, instr, params)
+    dtype = out.type.dtype
+    vals = _constant_value(instr).reshape(-1)
+    lits = [w.to_storage(w.r.literal(v, dtype), dtype) for v in vals]
+    if len(set(lits)) == 1:
+        w.line(f"{y}[{i}] = {lits[0]};")
+        return
+    st = w.r.storage(dtype)
+    w.line(f"const {st} table[{len(lits)}] = {{{', '.join(lits)}}};")
+    w.line(f"{y}[{i}] = table[{i}];")

@@ -93,7 +93,8 @@ def render_reduce(w, instr, params):
 
 
 def _supports_reduce(node, r):
-    return _const_inputs(1)(node, r) and node.inputs[0].type.dtype != dt.bool_
+    bool_ok = node.op.name in ("ReduceMax", "ReduceMin")  # as logical or / and
+    return _const_inputs(1)(node, r) and (bool_ok or node.inputs[0].type.dtype != dt.bool_)
 
 
 for _op in COMBINE:

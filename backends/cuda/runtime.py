@@ -1,0 +1,119 @@
+"""The CUDA runtime over CuPy: devices, a module cache, executables.
+
+An executable owns one device allocation from CuPy's memory pool (weights, the activation arena,
+inputs and outputs: core/render/layout.py) and one non-blocking stream; weights are uploaded once.
+A run copies the inputs in, launches one kernel per instruction on the stream (arguments: the
+allocation and operand offsets, fixed at compile time), copies the outputs out and synchronises
+once. Modules (CuPy RawModule, compiled by NVRTC) are cached per (device, source) in the
+process; CuPy also caches compiled kernels on disk (~/.cupy/kernel_cache).
+
+MatMul: by default the renderer's tiled kernel (shared memory, 4 x 4 register blocks). With
+`GLOW_CUDA_MATMUL=cublas` plain float32 MatMul instructions (no fused epilogue) call
+`cupy.matmul` on views of the arena instead, i.e. cuBLAS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+
+import numpy as np
+
+from glow import Executable
+from glow.render import DeviceParams
+from glow.render.layout import launch_offsets
+
+
+class CudaDevice:
+    def __init__(self, cp, index: int):
+        self.cp, self.index = cp, index
+        self.props = cp.cuda.runtime.getDeviceProperties(index)
+        self.modules: dict[str, object] = {}
+        self.lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        n = self.props.get("name", b"cuda")
+        return n.decode() if isinstance(n, bytes) else str(n)
+
+    def params(self) -> DeviceParams:
+        p = self.props
+        return DeviceParams(kind="gpu", compute_units=int(p["multiProcessorCount"]),
+                            max_local=int(p["maxThreadsPerBlock"]), local_mem=int(p["sharedMemPerBlock"]),
+                            simd=int(p["warpSize"]), flat_local=256)
+
+    def module(self, source: str):
+        key = hashlib.sha1(source.encode()).hexdigest()
+        with self.lock:
+            mod = self.modules.get(key)
+            if mod is None:
+                with self.cp.cuda.Device(self.index):
+                    mod = self.cp.RawModule(code=source, options=("--std=c++17",))
+                    mod.compile()
+                self.modules[key] = mod
+            return mod
+
+
+def _cublas_view(cp, mem, layout, operand):
+    off = layout.operand_offset(operand)
+    return mem[off:off + operand.nbytes].view(cp.float32).reshape(operand.type.shape)
+
+
+class CudaExecutable(Executable):
+    def __init__(self, graph, compiled, dev: CudaDevice):
+        super().__init__(graph)
+        cp = dev.cp
+        self.dev, self.compiled = dev, compiled
+        layout = compiled.layout
+        use_cublas = os.environ.get("GLOW_CUDA_MATMUL", "").lower() == "cublas"
+        with cp.cuda.Device(dev.index):
+            self.stream = cp.cuda.Stream(non_blocking=True)
+            self.mem = cp.zeros(layout.total, dtype=cp.uint8)
+            blob = layout.weight_blob()
+            if blob.nbytes:
+                self.mem[:blob.nbytes].set(blob)
+            mod = dev.module(compiled.program.source) if compiled.program.launches else None
+            self.steps = []
+            for k in compiled.program.launches:
+                if use_cublas and _cublas_ok(k):
+                    a, b = (_cublas_view(cp, self.mem, layout, o) for o in k.instr.inputs[:2])
+                    c = _cublas_view(cp, self.mem, layout, k.instr.outputs[0])
+                    self.steps.append(lambda a=a, b=b, c=c: cp.matmul(a, b, out=c))
+                    continue
+                fn = mod.get_function(k.name)
+                gsize, lsize = k.launch
+                lsize = tuple(lsize or (1,)) + (1,) * (3 - len(lsize or (1,)))
+                grid = tuple(g // l for g, l in zip(tuple(gsize) + (1,) * (3 - len(gsize)), lsize))
+                args = (self.mem, *[np.uint64(o) for o in launch_offsets(k, layout)])
+                self.steps.append(lambda fn=fn, grid=grid, lsize=lsize, args=args: fn(grid, lsize, args))
+        self._lock = threading.Lock()
+
+    def _run(self, feeds):
+        cp, layout = self.dev.cp, self.compiled.layout
+        with self._lock, cp.cuda.Device(self.dev.index), self.stream:
+            for name, off, buf in layout.inputs:
+                if off is None:
+                    continue
+                a = np.ascontiguousarray(feeds[name]).reshape(-1).view(np.uint8)
+                self.mem[off:off + a.nbytes].set(a, stream=self.stream)
+            for step in self.steps:
+                step()
+            outs = {}
+            for name, off, buf in layout.outputs:
+                a = np.empty(buf.type.shape, buf.type.dtype.np)
+                if off is not None:
+                    raw = self.mem[off:off + a.nbytes].get(stream=self.stream)
+                    a.reshape(-1).view(np.uint8)[:] = raw
+                outs[name] = a
+            self.stream.synchronize()
+        return outs
+
+
+def _cublas_ok(k) -> bool:
+    from glow import dtypes as dt
+
+    i = k.instr
+    return (i is not None and i.kind == "kernel" and i.op.name == "MatMul" and i.expr is None
+            and all(o.type.dtype == dt.float32 for o in (*i.inputs[:2], i.outputs[0]))
+            and len(i.inputs[0].type.shape) >= 2 and len(i.inputs[1].type.shape) >= 2)

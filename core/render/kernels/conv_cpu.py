@@ -1,0 +1,95 @@
+"""CPU-shaped 2-D convolution (OpenCL on CPU devices): register blocking in float16 vectors.
+
+Each work-item computes CO_BLOCK output channels x 16 output columns of one output row, in
+CO_BLOCK float16 registers. Per (input channel, kernel tap) it loads 16 input pixels once (one
+vload16 when stride 1 and the 16 taps are inside the row; the even lanes of two loads for stride
+2; a guarded gather at the edges) and does CO_BLOCK vector fmas with broadcast weights. A 1x1,
+stride-1, unpadded convolution is a matmul over the flattened image: its "row" is the whole image,
+so every work-item takes the fast path.
+"""
+
+from __future__ import annotations
+
+from .conv import conv_bias
+from .elementwise import apply_epilogue
+
+VEC = 16
+
+
+def co_block(g) -> int:
+    return 8 if g.cout_per_group % 8 == 0 else 4
+
+
+def render_conv_cpu(w, instr, params, g):
+    x, wt = instr.inputs[:2]
+    bias = conv_bias(instr)
+    out = instr.outputs[0]
+    pointwise = g.kernel == (1, 1) and g.strides == (1, 1) and g.pads == (0, 0)
+    ih, iw = (1, g.in_sp[0] * g.in_sp[1]) if pointwise else g.in_sp
+    oh, ow = (1, g.out_sp[0] * g.out_sp[1]) if pointwise else g.out_sp
+    kh, kw = g.kernel
+    sh, sw = (1, 1) if pointwise else g.strides
+    dh, dw = g.dilations
+    ph, pw = (0, 0) if pointwise else g.pads
+    cb = co_block(g)
+    cg, kpg = g.cin_per_group, g.cout_per_group
+    w.grid((-(-ow // VEC), oh, g.n * (g.cout // cb)), (1, 1, 1))
+    y, px, pwt = w.arg(out, out=True), w.arg(x), w.arg(wt)
+    r = w.r
+    w.line(f"const int ox = {r.global_id(0)} * {VEC}, oy = {r.global_id(1)}, z = {r.global_id(2)};")
+    w.line(f"const int nb = z / {g.cout // cb}, co = (z % {g.cout // cb}) * {cb};")
+    grp = "0" if g.group == 1 else f"(co / {kpg})"
+    w.line(f"const global float* xb = {px} + (nb * {g.cin} + {grp} * {cg}) * {ih * iw};")
+    w.line(f"const global float* wb = {pwt} + co * {cg * kh * kw};")
+    for j in range(cb):
+        w.line(f"float16 c{j} = (float16)(0.0f);")
+    w.line(f"const int ix0 = ox * {sw} - {pw};")
+    w.open(f"for (int ci = 0; ci < {cg}; ++ci)")
+    w.line(f"const global float* xc = xb + ci * {ih * iw};")
+    w.line(f"const global float* wc = wb + ci * {kh * kw};")
+    w.open(f"for (int ky = 0; ky < {kh}; ++ky)")
+    w.line(f"const int iy = oy * {sh} - {ph} + ky * {dh};")
+    if ph or (oh - 1) * sh + (kh - 1) * dh >= ih:
+        w.line(f"if (iy < 0 || iy >= {ih}) continue;")
+    w.line(f"const global float* xr = xc + iy * {iw};")
+    w.open(f"for (int kx = 0; kx < {kw}; ++kx)")
+    w.line(f"const int ix = ix0 + kx * {dw};")
+    w.line("float16 xv;")
+    span = (VEC - 1) * sw
+    fast = {1: "xv = vload16(0, xr + ix);",
+            2: "xv = (float16)(vload16(0, xr + ix).even, vload16(0, xr + ix + 16).even);"}.get(sw)
+    need = span + 1 if sw == 1 else 32 if sw == 2 else None
+    if fast is not None:
+        w.line(f"if (ix >= 0 && ix + {need} <= {iw}) {{ {fast} }}")
+        w.open("else")
+    else:
+        w.open("")
+    w.line(f"float t[{VEC}];")
+    w.line(f"for (int j = 0; j < {VEC}; ++j) {{ const int q = ix + j * {sw}; "
+           f"t[j] = (q >= 0 && q < {iw}) ? xr[q] : 0.0f; }}")
+    w.line("xv = vload16(0, t);")
+    w.close()
+    for j in range(cb):
+        w.line(f"c{j} = fma((float16)(wc[{j * cg * kh * kw} + ky * {kw} + kx]), xv, c{j});")
+    w.close()
+    w.close()
+    w.close()
+    plane = oh * ow
+    full = ow % VEC == 0 and instr.expr is None and bias is None
+    pb = w.arg(bias) if bias is not None else None
+    for j in range(cb):
+        w.open("")
+        w.line(f"global float* yr = {y} + (nb * {g.cout} + co + {j}) * {plane} + oy * {ow} + ox;")
+        if full:
+            w.line(f"vstore16(c{j}, 0, yr);")
+        else:
+            w.line(f"float t[{VEC}];")
+            w.line(f"vstore16(c{j}, 0, t);")
+            w.open(f"for (int j = 0; j < {VEC} && ox + j < {ow}; ++j)")
+            acc = f"t[j] + {pb}[co + {j}]" if pb else "t[j]"
+            w.line(f"const float s = {acc};")
+            w.line(f"const int o = (nb * {g.cout} + co + {j}) * {plane} + oy * {ow} + ox + j;")
+            v = apply_epilogue(w, instr, "s", out.type.dtype, "o")
+            w.line(f"yr[j] = {v};")
+            w.close()
+        w.close()

@@ -1,0 +1,68 @@
+"""CPU-shaped MatMul (OpenCL on CPU devices such as PoCL): register blocking in float16 vectors.
+
+Each work-item owns ROWS rows x 16 columns of C, held in ROWS float16 registers. Per step along K
+it loads one 16-wide row segment of B and, for each of its rows, broadcasts one A value and does
+one vector fma: ROWS fmas per B load, all in registers. A CPU runs work-items one after another,
+so GPU-style work-group tiling buys nothing there (TOOLCHAIN.md: ~1 GFLOP/s naive, 5-6 tiled,
+110+ register-blocked on PoCL). Ragged edges: rows past M are read clamped and never stored;
+the last 16 columns may be partial (a masked load path, taken by at most one work-item per row).
+"""
+
+from __future__ import annotations
+
+from .elementwise import apply_epilogue
+from .matmul import batch_offsets, matmul_dims
+
+ROWS, VEC = 4, 16
+
+
+def render_matmul_cpu(w, instr, params):
+    a, b = instr.inputs[:2]
+    out = instr.outputs[0]
+    batch, m, k, n, _, _ = matmul_dims(instr)
+    nb = 1
+    for d in batch:
+        nb *= d
+    w.grid((-(-n // VEC), -(-m // ROWS), nb), (1, 1, 1))
+    y, pa, pb = w.arg(out, out=True), w.arg(a), w.arg(b)
+    r = w.r
+    w.line(f"const int col = {r.global_id(0)} * {VEC}, row = {r.global_id(1)} * {ROWS}, bat = {r.global_id(2)};")
+    ao, bo = batch_offsets(w, instr, "bat")
+    w.line(f"const int ao = {ao}, bo = {bo};")
+    for i in range(ROWS):
+        w.line(f"const global float* a{i} = {pa} + ao + min(row + {i}, {m - 1}) * {k};")
+        w.line(f"float16 c{i} = (float16)(0.0f);")
+    w.line(f"const global float* bp = {pb} + bo + col;")
+    fmas = " ".join(f"c{i} = fma((float16)(a{i}[kk]), bv, c{i});" for i in range(ROWS))
+    full = n % VEC == 0
+    if not full:
+        w.open(f"if (col + {VEC} <= {n})")
+    w.open(f"for (int kk = 0; kk < {k}; ++kk)")
+    w.line(f"const float16 bv = vload16(0, bp + kk * {n});")
+    w.line(fmas)
+    w.close()
+    if not full:
+        w.close("} else {")
+        w._depth += 1
+        w.open(f"for (int kk = 0; kk < {k}; ++kk)")
+        w.line(f"float t[{VEC}];")
+        w.line(f"for (int j = 0; j < {VEC}; ++j) t[j] = col + j < {n} ? bp[kk * {n} + j] : 0.0f;")
+        w.line("const float16 bv = vload16(0, t);")
+        w.line(fmas)
+        w.close()
+        w.close()
+    plain = instr.expr is None
+    for i in range(ROWS):
+        w.open(f"if (row + {i} < {m})")
+        w.line(f"global float* yr = {y} + bat * {m * n} + (row + {i}) * {n} + col;")
+        if plain and full:
+            w.line(f"vstore16(c{i}, 0, yr);")
+        else:
+            w.line(f"float t[{VEC}];")
+            w.line(f"vstore16(c{i}, 0, t);")
+            w.open(f"for (int j = 0; j < {VEC} && col + j < {n}; ++j)")
+            w.line(f"const int o = bat * {m * n} + (row + {i}) * {n} + col + j;")
+            v = apply_epilogue(w, instr, "t[j]", out.type.dtype, "o")
+            w.line(f"yr[j] = {v};")
+            w.close()
+        w.close()

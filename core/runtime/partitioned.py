@@ -1,0 +1,47 @@
+"""A partitioned model as one `Executable`: `run` from any thread, `submit` for futures."""
+
+from __future__ import annotations
+
+import weakref
+from concurrent.futures import Future
+
+from ..backend import Executable
+from ..interpreter import check_inputs
+from .executor import DagExecutor
+
+
+class PartitionedExecutable(Executable):
+    """Runs a `Placement`'s partitions on their devices. `.placement` is the report."""
+
+    def __init__(self, placement, exes):
+        super().__init__(placement.graph)
+        self.placement = placement
+        self.executables = list(exes)
+        self._executor = DagExecutor(placement.partitions, self.executables, placement.graph)
+        # Stop the device threads when the executable is dropped (they hold no reference to it).
+        self._finalizer = weakref.finalize(self, self._executor.close)
+
+    def _run(self, feeds: dict) -> dict:
+        return self._executor.submit(feeds).result()
+
+    def submit(self, feeds: dict) -> Future:
+        """Start a request and return at once; the future resolves to {output name: array}."""
+        return self._executor.submit(check_inputs(self.graph, feeds))
+
+    def run_many(self, feeds_list) -> list[dict]:
+        """Run several requests, pipelined through the partitions; outputs in the same order."""
+        futures = [self.submit(f) for f in feeds_list]
+        return [f.result() for f in futures]
+
+    def busy_seconds(self) -> dict[str, float]:
+        """Seconds each device's worker has spent running partitions so far."""
+        return self._executor.busy_seconds()
+
+    def close(self):
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,435 @@
+"""The conformance kit: what a backend claims, run and compared against the reference interpreter.
+
+    glow conformance --backend NAME [--json] [--sections records,nodes,models] [--filter REGEX]
+    pytest --pyargs glow.testing --glow-backend NAME
+
+Three sections, each a list of `Check`s:
+
+* **records**: the op records (`glow.testing.records`, plus `floor_records` for the primitives) whose
+  node the backend claims, i.e. `backend.supports(node)` is true for that op, element type, shape
+  and attributes. Element types the backend claims for an op that no record covers are added as
+  variants of that op's records, so the manifest shows every type the predicate accepts.
+* **nodes**: ONNX's own node test cases that the backend can run alone, natively or after lowering.
+  A case that cannot be lowered to what the backend supports is skipped as "needs another device".
+* **models**: the light models shipped in the onnx wheel, alone when the backend can run all of
+  them, otherwise partitioned over the backend and a fallback device (`reference` by default).
+
+Each check ends as pass, fail (with the first mismatch or the error, one line), known (listed in a
+known-failures file with its reason) or skip (with the reason). `Report` prints the support
+manifest (op, element types, passed/run) and the pass table; `--json` gives the same as data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+import warnings
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import BackendError, GlowError, LoweringError, ModelLoadError, UnsupportedOpError
+from .compare import mismatch, to_array
+from .op_records import In, OpRecord
+
+SECTIONS = ("records", "nodes", "models")
+#: Element types tried as variants of an op's records when the backend claims them.
+VARIANT_DTYPES = ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64", "bool")
+VARIANT_TOL = {"float32": (1e-4, 1e-5), "float64": (1e-10, 1e-12), "float16": (5e-3, 5e-3),
+               "bfloat16": (3e-2, 3e-2)}
+
+
+@dataclass(frozen=True, eq=False)
+class Check:
+    """One thing to run: a record, a node case or a model, for the kit's backend."""
+
+    section: str
+    id: str
+    op: str
+    dtype: str = ""
+    subject: object = field(default=None, repr=False)
+    kit: Kit | None = field(default=None, repr=False)
+
+    def run(self) -> Result:
+        return self.kit.run(self)
+
+
+@dataclass
+class Result:
+    check: Check
+    status: str  # pass | fail | known | skip
+    detail: str = ""
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        c = self.check
+        return {"section": c.section, "id": c.id, "op": c.op, "dtype": c.dtype, "status": self.status,
+                "detail": self.detail, "seconds": round(self.seconds, 4)}
+
+
+class Kit:
+    """The checks for one backend, and how to run them.
+
+    `native="floor"` restricts the backend to the primitive floor; `fallback` is the device that
+    takes the nodes of a light model the backend cannot run (None: such models are skipped);
+    `known_failures` maps check ids to reasons (from `load_known_failures` or a file of your own).
+    """
+
+    def __init__(self, backend: str, *, native: str | None = None, fallback: str | None = "reference",
+                 known_failures: dict | None = None):
+        from ..plugins import registry
+
+        self.name = backend
+        self.backend = registry().get(backend)  # unknown or unavailable: BackendError with the reason
+        self.native = native
+        self.fallback = fallback if fallback != backend else None
+        self.known = dict(known_failures or {})
+        from .node_suite import load_known_failures
+
+        self.known.update({k: v for k, v in load_known_failures(backend).items() if k not in self.known})
+        self.oracle_fails = load_known_failures("reference")
+
+    # -- collection --------------------------------------------------------------------------------
+    def collect(self, sections=SECTIONS, pattern: str | None = None) -> list[Check]:
+        unknown = set(sections) - set(SECTIONS)
+        if unknown:
+            raise GlowError(f"unknown conformance section(s) {sorted(unknown)} (known: {', '.join(SECTIONS)})")
+        makers = {"records": self._record_checks, "nodes": self._node_checks, "models": self._model_checks}
+        checks = [c for s in SECTIONS if s in sections for c in makers[s]()]
+        if pattern:
+            rx = re.compile(pattern)
+            checks = [c for c in checks if rx.search(c.id)]
+        return checks
+
+    def claims(self, node) -> bool:
+        """Whether the backend runs `node` natively (its predicate; with native="floor" the floor's too)."""
+        from ..lowering import supports_floor
+
+        try:
+            ok = bool(self.backend.supports(node))
+        except Exception:  # noqa: BLE001 - a predicate that cannot judge a node does not claim it
+            return False
+        return ok and (self.native != "floor" or supports_floor(node))
+
+    def _record_checks(self) -> list[Check]:
+        from .floor_records import RECORDS as FLOOR
+        from .op_records import all_records
+
+        by_op, tried, checks = defaultdict(list), defaultdict(set), []
+        claimed_ops = set()
+        for rec in all_records() + FLOOR:
+            node = _record_node(rec)
+            if node is None:
+                continue
+            key, dtype = (rec.domain, rec.op), _node_dtype(node)
+            by_op[key].append(rec)
+            tried[key].add(dtype)
+            if self.claims(node):
+                claimed_ops.add(key)
+                checks.append(Check("records", rec.id, rec.op, dtype, rec, self))
+        for key in sorted(claimed_ops):
+            for dtype in VARIANT_DTYPES:
+                if dtype in tried[key]:
+                    continue
+                for rec in [r for r in by_op[key] if _retypable(r)][:2]:
+                    var = _retyped(rec, dtype)
+                    node = _record_node(var)
+                    if node is not None and self.claims(node):
+                        checks.append(Check("records", var.id, var.op, dtype, var, self))
+        return checks
+
+    def _node_checks(self) -> list[Check]:
+        from .node_suite import collect_cases
+
+        return [Check("nodes", c.name, c.model.graph.node[0].op_type if c.model.graph.node else "", "", c, self)
+                for c in collect_cases()]
+
+    def _model_checks(self) -> list[Check]:
+        from .models import light_models
+
+        return [Check("models", c.name, "model", "float32", c, self) for c in light_models()]
+
+    # -- running -----------------------------------------------------------------------------------
+    def run(self, check: Check) -> Result:
+        t0 = time.perf_counter()
+        run = {"records": self._run_record, "nodes": self._run_node_case, "models": self._run_model}
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            status, detail = run[check.section](check.subject)
+        reason = self.known.get(check.id)
+        if reason is not None and status == "fail":
+            status, detail = "known", f"{reason} ({detail})"
+        elif reason is not None and status == "pass":
+            status, detail = "fail", f"listed as a known failure ({reason}) but passes: remove it from the list"
+        return Result(check, status, detail, time.perf_counter() - t0)
+
+    def _compile(self, model, **kw):
+        import glow
+
+        return glow.compile(model, backend=self.name, native=self.native, **kw)
+
+    def _run_record(self, rec: OpRecord):
+        from ..interpreter import run_graph
+
+        graph, feeds = rec.build()
+        try:
+            expected = run_graph(graph, feeds)
+        except Exception as e:  # noqa: BLE001
+            return "skip", f"the reference cannot run this record ({type(e).__name__}: {e})"
+        try:
+            exe = self._compile(graph, optimize=False)  # the node itself, not what the optimiser makes of it
+        except Exception as e:  # noqa: BLE001
+            return "fail", f"compile: {_err(e)}"
+        return _compare_run(exe, [(feeds, list(expected.values()))], list(expected), rec.rtol, rec.atol)
+
+    def _run_node_case(self, case):
+        if case.name in self.oracle_fails:
+            return "skip", f"the reference fails it too: {self.oracle_fails[case.name]}"
+        try:
+            exe = self._compile(case.model)
+        except LoweringError as e:
+            return "skip", f"needs another device: {_stuck_ops(e)}"
+        except (UnsupportedOpError, ModelLoadError) as e:
+            return "skip", f"glow cannot import it: {e}"
+        except Exception as e:  # noqa: BLE001
+            return "fail", f"compile: {_err(e)}"
+        init = {t.name for t in case.model.graph.initializer}
+        names = [i.name for i in case.model.graph.input if i.name not in init]
+        sets = [({n: to_array(x) for n, x in zip(names, ins)}, [to_array(e) for e in outs])
+                for ins, outs in case.data_sets]
+        return _compare_run(exe, sets, [o.name for o in case.model.graph.output], case.rtol, case.atol)
+
+    def _run_model(self, case):
+        import glow
+
+        how = "alone"
+        try:
+            exe = self._compile(case.model_path)
+        except (LoweringError, BackendError) as e:
+            if not self.fallback:
+                return "skip", f"needs another device ({_stuck_ops(e)}) and no fallback device was given"
+            try:
+                exe = glow.compile(case.model_path, devices=[self.name, self.fallback], native=self.native)
+            except Exception as e2:  # noqa: BLE001
+                if "not available" in str(e2) and isinstance(e2, BackendError):
+                    return "skip", f"needs another device and the partitioner: {e2}"
+                return "fail", f"compile partitioned with {self.fallback}: {_err(e2)}"
+            how = _placement_summary(exe, self.name, self.fallback)
+        except Exception as e:  # noqa: BLE001
+            return "fail", f"compile: {_err(e)}"
+        sets = [(feeds, expected) for feeds, expected in case.data_sets]
+        names = [o.name for o in case.load().graph.output]
+        status, detail = _compare_run(exe, sets, names, case.rtol, case.atol)
+        close = getattr(exe, "close", None)
+        if callable(close):
+            close()
+        return status, (how if status == "pass" else f"{how}: {detail}")
+
+
+def _compare_run(exe, data_sets, out_names, rtol, atol):
+    for feeds, expected in data_sets:
+        try:
+            got = exe.run(feeds)
+        except Exception as e:  # noqa: BLE001
+            return "fail", f"run: {_err(e)}"
+        for name, exp in zip(out_names, expected):
+            m = mismatch(exp, got.get(name), rtol, atol, name)
+            if m:
+                return "fail", m
+    return "pass", ""
+
+
+def _err(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:400]}"
+
+
+def _stuck_ops(e: BaseException) -> str:
+    """'cannot run A (x1), B (x2)' from a LoweringError's message, else the message."""
+    msg = " ".join(str(e).split())
+    head, sep, ops = msg.rpartition("supported ops: ")
+    return f"cannot run {ops}" if sep else msg[:300]
+
+
+def _placement_summary(exe, name: str, fallback: str) -> str:
+    placement = getattr(exe, "placement", None)
+    device_of = getattr(placement, "device_of", None) or {}
+    counts = Counter(device_of.values())
+    total = sum(counts.values())
+    return f"partitioned with {fallback}: {counts.get(name, 0)}/{total} nodes on {name}"
+
+
+def _record_node(rec: OpRecord):
+    """The record's node, or None when the record does not build (an element type the op refuses)."""
+    try:
+        graph, _ = rec.build()
+    except GlowError:
+        return None
+    return graph.nodes[0] if graph.nodes else None
+
+
+def _node_dtype(node) -> str:
+    """The element type a node is about: its first non-bool input's (Where's X, not its condition)."""
+    names = [getattr(getattr(v.type, "dtype", None), "name", str(v.type)) for v in node.inputs if v is not None]
+    names = names or [getattr(getattr(v.type, "dtype", None), "name", str(v.type)) for v in node.outputs]
+    return next((n for n in names if n != "bool"), names[0] if names else "")
+
+
+def _retypable(rec: OpRecord) -> bool:
+    ins = [i for i in rec.inputs if isinstance(i, In)]
+    return bool(ins) and len({i.dtype for i in ins}) == 1
+
+
+def _retyped(rec: OpRecord, dtype: str) -> OpRecord:
+    """`rec` with every random input of element type `dtype` (integers drawn from 1..5: no zero divisors)."""
+    def retype(i):
+        if not isinstance(i, In):
+            return i
+        if dtype in VARIANT_TOL:
+            return dataclasses.replace(i, dtype=dtype)
+        return dataclasses.replace(i, dtype=dtype, low=1, high=5)
+
+    rtol, atol = VARIANT_TOL.get(dtype, (0.0, 0.0))
+    base = rec.id[len(rec.op) + 1:]
+    return dataclasses.replace(rec, inputs=[retype(i) for i in rec.inputs], name=f"{base}-as-{dtype}",
+                               rtol=max(rtol, rec.rtol if dtype in VARIANT_TOL else 0.0),
+                               atol=max(atol, rec.atol if dtype in VARIANT_TOL else 0.0))
+
+
+# -- the report ------------------------------------------------------------------------------------
+@dataclass
+class Report:
+    backend: str
+    results: list[Result]
+    native_ops: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(r.status == "fail" for r in self.results)
+
+    def manifest(self) -> list[dict]:
+        """Per claimed op: each element type with records passed/run; claimed ops without records too."""
+        per = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+        for r in self.results:
+            if r.check.section == "records" and r.status != "skip":
+                cell = per[r.check.op][r.check.dtype]
+                cell[0] += r.status == "pass"
+                cell[1] += 1
+        rows = [{"op": op, "dtypes": {d: {"pass": p, "run": n} for d, (p, n) in sorted(cells.items())},
+                 "pass": all(p == n for p, n in cells.values())} for op, cells in sorted(per.items())]
+        rows += [{"op": op, "dtypes": {}, "pass": None} for op in sorted(set(self.native_ops) - set(per))]
+        return rows
+
+    def table(self) -> dict:
+        out = {}
+        for s in SECTIONS:
+            rs = [r for r in self.results if r.check.section == s]
+            if not rs:
+                continue
+            counts = Counter(r.status for r in rs)
+            skips = Counter(r.detail.split(":")[0].split(" (")[0] for r in rs if r.status == "skip")
+            row = {k: counts.get(k, 0) for k in ("pass", "fail", "known", "skip")}
+            out[s] = {**row, "total": len(rs), "skipped": dict(skips.most_common()),
+                      "seconds": round(sum(r.seconds for r in rs), 1)}
+        return out
+
+    def to_json(self) -> dict:
+        return {"backend": self.backend, "ok": self.ok, "manifest": self.manifest(), "table": self.table(),
+                "results": [r.to_json() for r in self.results]}
+
+    def to_text(self, failures: int = 30) -> str:
+        lines = [f"Support manifest for '{self.backend}': ops it runs natively, by element type "
+                 "(records passed/run)"]
+        for row in self.manifest():
+            cells = ", ".join(f"{d} {c['pass']}/{c['run']}" for d, c in row["dtypes"].items()) or "(no records)"
+            mark = {True: "ok  ", False: "FAIL", None: "    "}[row["pass"]]
+            lines.append(f"  {mark} {row['op']:<22} {cells}")
+        lines += ["", f"{'section':<9} {'pass':>6} {'fail':>6} {'known':>6} {'skip':>6} {'total':>6}  seconds"]
+        for s, t in self.table().items():
+            lines.append(f"{s:<9} {t['pass']:>6} {t['fail']:>6} {t['known']:>6} {t['skip']:>6} {t['total']:>6}"
+                         f"  {t['seconds']:>7}")
+            for why, n in t["skipped"].items():
+                lines.append(f"{'':<9} {'':>6} {'':>6} {'':>6} {n:>6}  skipped: {why}")
+        details = [r for r in self.results if r.check.section == "models" and r.status == "pass"]
+        lines += [f"  {r.check.id}: {r.detail}" for r in details if r.detail]
+        fails = [r for r in self.results if r.status == "fail"]
+        if fails:
+            lines += ["", f"Failures ({len(fails)}{', first ' + str(failures) if len(fails) > failures else ''}):"]
+            lines += [f"  {r.check.section}/{r.check.id}: {r.detail}" for r in fails[:failures]]
+        lines += ["", f"conformance of '{self.backend}': {'PASS' if self.ok else 'FAIL'}"]
+        return "\n".join(lines) + "\n"
+
+
+def run_conformance(backend: str, *, sections=SECTIONS, pattern: str | None = None, native: str | None = None,
+                    fallback: str | None = "reference", known_failures: dict | None = None,
+                    progress=None) -> Report:
+    """Collect and run every check for `backend`; `progress(done, total, check)` after each one."""
+    kit = Kit(backend, native=native, fallback=fallback, known_failures=known_failures)
+    checks = kit.collect(sections, pattern)
+    results = []
+    for i, c in enumerate(checks):
+        results.append(kit.run(c))
+        if progress:
+            progress(i + 1, len(checks), c)
+    return Report(backend, results, _native_ops(kit.backend))
+
+
+def _native_ops(be) -> list[str]:
+    try:
+        return list(be.native_ops())
+    except Exception:  # noqa: BLE001
+        return []
+
+
+def read_known_failures(path: str) -> dict[str, str]:
+    """`check id  # reason` per line, as in glow's own known_failures/*.txt (a reason is required)."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        raise GlowError(f"{path}: cannot read the known-failures file ({e.strerror})") from None
+    out = {}
+    for lineno, line in enumerate(lines, 1):
+        name, _, reason = line.strip().partition("#")
+        if not name.strip():
+            continue
+        if not reason.strip():
+            raise GlowError(f"{path}:{lineno}: known failure '{name.strip()}' has no reason")
+        out[name.strip()] = reason.strip()
+    return out
+
+
+# -- pytest ----------------------------------------------------------------------------------------
+#: Results of the checks run through `pytest_check`, for the summary the glow pytest plugin prints.
+PYTEST_RESULTS: list[Result] = []
+_KITS: dict = {}
+
+
+def kit_for(backend: str, **kw) -> Kit:
+    """One Kit per backend and options in this process (pytest collection and runs share it)."""
+    key = (backend, tuple(sorted((k, str(v)) for k, v in kw.items())))
+    if key not in _KITS:
+        _KITS[key] = Kit(backend, **kw)
+    return _KITS[key]
+
+
+def collect(backend: str, sections=SECTIONS, pattern: str | None = None, **kw) -> list[Check]:
+    """The checks for `backend` (see `Kit`), e.g. to parametrize a test in a backend's own package."""
+    return kit_for(backend, **kw).collect(sections, pattern)
+
+
+def pytest_check(check: Check) -> Result:
+    """Run `check` inside a pytest test: fail with the one-line reason, skip or xfail as the kit says."""
+    import pytest
+
+    r = check.run()
+    PYTEST_RESULTS.append(r)
+    if r.status == "skip":
+        pytest.skip(r.detail)
+    if r.status == "known":
+        pytest.xfail(r.detail)
+    if r.status == "fail":
+        pytest.fail(f"{check.section}/{check.id}: {r.detail}", pytrace=False)
+    return r

@@ -1,0 +1,140 @@
+"""Golden-text tests of the shared C-style renderer: rendered kernels compared with files.
+
+No device is needed. The files live in tests/golden/render/; after an intended change to the
+kernels, regenerate them with `GLOW_UPDATE_GOLDEN=1 python -m pytest tests/test_render.py` and
+review the diff.
+"""
+
+import os
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+
+import glow
+from glow.api import optimize_for_backend
+from glow.backends.cuda.backend import CudaBackend
+from glow.backends.opencl.backend import OpenCLBackend
+from glow.render import CPU, GPU
+
+GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "render")
+BACKENDS = {"opencl": OpenCLBackend, "cuda": CudaBackend}
+EXT = {"opencl": "cl", "cuda": "cu"}
+
+
+def model(nodes, inputs, output, inits=(), opset=17):
+    ins = [h.make_tensor_value_info(n, dt, s) for n, dt, s in inputs]
+    out = h.make_tensor_value_info(output, T.FLOAT, None)
+    inits = [onnx.numpy_helper.from_array(a, n) for n, a in inits]
+    g = h.make_graph(nodes, "golden", ins, [out], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+
+
+def render(m, dialect, params):
+    be = BACKENDS[dialect]()
+    g = optimize_for_backend(glow.load_onnx(m), be)
+    return be.compile_graph(g, params).program
+
+
+def _fused():
+    bias = np.arange(8, dtype=np.float32).reshape(8, 1, 1)
+    return model([h.make_node("Mul", ["a", "b"], ["m"]), h.make_node("Add", ["m", "bias"], ["s"]),
+                  h.make_node("Relu", ["s"], ["y"])],
+                 [("a", T.FLOAT, [1, 8, 4, 4]), ("b", T.FLOAT, [1, 8, 4, 4])], "y", [("bias", bias)])
+
+
+def _matmul(n):
+    return model([h.make_node("MatMul", ["a", "b"], ["y"])],
+                 [("a", T.FLOAT, [n, n]), ("b", T.FLOAT, [n, n])], "y")
+
+
+def _conv():
+    w = np.ones((16, 3, 3, 3), np.float32)
+    b = np.zeros(16, np.float32)
+    return model([h.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+                  h.make_node("Relu", ["c"], ["y"])], [("x", T.FLOAT, [1, 3, 32, 32])], "y",
+                 [("w", w), ("b", b)])
+
+
+def _reduce():
+    axes = np.array([1], np.int64)
+    return model([h.make_node("ReduceMax", ["x", "axes"], ["y"], keepdims=1)],
+                 [("x", T.FLOAT, [2, 5, 3])], "y", [("axes", axes)], opset=18)
+
+
+def _maxpool():
+    return model([h.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])],
+                 [("x", T.FLOAT, [1, 4, 9, 9])], "y")
+
+
+def _transpose():
+    return model([h.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])], [("x", T.FLOAT, [2, 3, 4, 5])], "y")
+
+
+def _half_add():
+    m = model([h.make_node("Add", ["a", "b"], ["y"])], [("a", T.FLOAT16, [4, 3]), ("b", T.FLOAT16, [3])], "y")
+    m.graph.output[0].type.tensor_type.elem_type = T.FLOAT16
+    return m
+
+
+CASES = [
+    # (golden file stem, model builder, dialect, device parameters)
+    ("fused_bias_relu", _fused, "opencl", CPU),
+    ("fused_bias_relu", _fused, "cuda", GPU),
+    ("matmul_naive", lambda: _matmul(8), "opencl", CPU),
+    ("matmul_cpu_vec", lambda: _matmul(64), "opencl", CPU),
+    ("matmul_tiled", lambda: _matmul(128), "cuda", GPU),
+    ("conv_direct_relu", _conv, "cuda", GPU),
+    ("conv_cpu_vec_relu", _conv, "opencl", CPU),
+    ("reduce_max", _reduce, "opencl", CPU),
+    ("maxpool", _maxpool, "cuda", GPU),
+    ("transpose", _transpose, "opencl", CPU),
+    ("half_add", _half_add, "cuda", GPU),
+]
+IDS = [f"{stem}.{EXT[dialect]}" for stem, _, dialect, _ in CASES]
+
+
+@pytest.mark.parametrize("stem,build,dialect,params", CASES, ids=IDS)
+def test_golden_kernel(stem, build, dialect, params):
+    text = render(build(), dialect, params).source
+    path = os.path.join(GOLDEN, f"{stem}.{EXT[dialect]}")
+    if os.environ.get("GLOW_UPDATE_GOLDEN") or not os.path.exists(path):
+        os.makedirs(GOLDEN, exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        if not os.environ.get("GLOW_UPDATE_GOLDEN"):
+            pytest.fail(f"golden file {path} was missing: written, review it and rerun")
+    with open(path) as f:
+        assert text == f.read(), f"rendered {dialect} text differs from {path}"
+
+
+def test_fused_chain_is_one_kernel():
+    prg = render(_fused(), "opencl", CPU)
+    assert len(prg.launches) == 1
+    assert "fused_" in prg.launches[0].name
+
+
+def test_same_shapes_share_a_kernel():
+    nodes = [h.make_node("Relu", ["x"], ["r"]), h.make_node("Sigmoid", ["x"], ["s"]),
+             h.make_node("MatMul", ["r", "r"], ["m1"]), h.make_node("MatMul", ["s", "s"], ["m2"]),
+             h.make_node("Add", ["m1", "m2"], ["y"])]
+    prg = render(model(nodes, [("x", T.FLOAT, [8, 8])], "y"), "cuda", GPU)
+    names = [k.name for k in prg.launches]
+    assert len(names) == 5 and len(set(names)) == 4  # the two MatMuls share one kernel
+    assert prg.source.count("void matmul_") == 1
+
+
+def test_dialects_differ_only_in_spelling():
+    cl, cu = render(_fused(), "opencl", GPU).source, render(_fused(), "cuda", GPU).source
+    assert "get_global_id(0)" in cl and "kernel " in cl and "global float*" in cl
+    assert 'extern "C" __global__' in cu and "blockIdx.x * blockDim.x + threadIdx.x" in cu
+    body = [ln for ln in cl.splitlines() if "t0 =" in ln]
+    assert body and body == [ln for ln in cu.splitlines() if "t0 =" in ln]
+
+
+def test_cpu_and_gpu_parameters_pick_different_matmul_kernels():
+    assert "float16" in render(_matmul(64), "opencl", CPU).source
+    gpu = render(_matmul(128), "opencl", GPU).source
+    assert "local float As" in gpu and "barrier(CLK_LOCAL_MEM_FENCE)" in gpu
