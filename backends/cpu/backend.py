@@ -35,10 +35,12 @@ def _deferred(node) -> bool:
     if not node.op.pure:
         return False
     values = [v for v in node.inputs if v is not None]
-    if not all(v.type.is_static for v in values + list(node.outputs)):
-        return all(not v.type.is_static or codegen.value_input(v) for v in values)
-    return any(not v.is_constant and v.type.dtype in (dt.int64, dt.int32) and codegen.value_input(v)
-               for v in values)
+    if any(not v.type.is_static for v in values):
+        return True
+    fed = [v for v in values if not v.is_constant and codegen.value_input(v)]
+    if any(not v.type.is_static for v in node.outputs):
+        return bool(fed)
+    return any(v.type.dtype in (dt.int64, dt.int32) for v in fed)
 
 
 def _plain_node(node) -> bool:

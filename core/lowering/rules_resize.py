@@ -65,9 +65,11 @@ def lower_resize(rb, node, ins):
     r = len(shape)
     ctm = a["coordinate_transformation_mode"]
     plan = _resize_plan(rb, node, x, scales, sizes)
-    if plan is None or not plan[0]:
-        return None if plan is None else [op1(rb, "Identity", x)]
+    if plan is None:
+        return None
     axes, out, scale = plan
+    if not axes:  # every scale is 1
+        return [op1(rb, "Identity", x)]
     rois = [(0.0, 1.0)] * r  # per axis (start, end): floats, or values of the roi input
     if ctm == "tf_crop_and_resize":
         rv = _known(roi)

@@ -211,7 +211,8 @@ class Kit:
             if not self.fallback:
                 return "skip", f"needs another device ({_stuck_ops(e)}) and no fallback device was given"
             try:
-                exe = glow.compile(case.model_path, devices=[self.name, self.fallback], native=self.native)
+                exe = glow.compile(case.model_path, devices=[self.name, self.fallback], native=self.native,
+                                   objective="priority")
             except Exception as e2:  # noqa: BLE001
                 if "not available" in str(e2) and isinstance(e2, BackendError):
                     return "skip", f"needs another device and the partitioner: {e2}"

@@ -195,19 +195,22 @@ def emit_fused(cg, instr):
 
 
 def emit_epilogue(cg, instr):
-    """The epilogue of a kernel instruction as a second pass, in place over its output."""
+    """The epilogue of a kernel instruction as a second pass, in place over its output. Only the
+    operands the expression reads are passed (the kernel's own arguments have other shapes)."""
     out = instr.outputs[0]
-    ins = [out, *instr.inputs]
-    shifted = _shift_args(instr.expr, 1, out.type)
-    emit_loop(cg, "epilogue", out, ins, lambda lanes, vals: evaluate(lanes, shifted, vals))
+    used = sorted({leaf.arg for leaf in instr.expr.leaves() if leaf.arg is not None and leaf.arg >= 0})
+    where = {-1: 0, **{a: k + 1 for k, a in enumerate(used)}}
+    e = _renumber(instr.expr, where, out.type)
+    emit_loop(cg, "epilogue", out, [out] + [instr.inputs[a] for a in used],
+              lambda lanes, vals: evaluate(lanes, e, vals))
 
 
-def _shift_args(e: Expr, by: int, acc_type) -> Expr:
+def _renumber(e: Expr, where: dict, acc_type) -> Expr:
     if e.op is None:
         if e.arg is None:
             return e
-        return Expr(acc_type, arg=0) if e.arg == -1 else Expr(e.type, arg=e.arg + by)
-    return Expr(e.type, e.op, tuple(None if a is None else _shift_args(a, by, acc_type) for a in e.args),
+        return Expr(acc_type if e.arg == -1 else e.type, arg=where[e.arg])
+    return Expr(e.type, e.op, tuple(None if a is None else _renumber(a, where, acc_type) for a in e.args),
                 e.attrs)
 
 

@@ -24,6 +24,11 @@ from .ewops import storage_dtype
 COPY_CHUNK = 1 << 16  # bytes per thread below which a copy stays on one thread
 
 
+def _movable_out(node) -> bool:
+    t = node.outputs[0].type
+    return isinstance(t, dt.TensorType) and storage_dtype(t.dtype) is not None
+
+
 def _movable(node) -> bool:
     ts = [v.type for v in node.outputs[:1]] + [node.inputs[0].type]
     return all(isinstance(t, dt.TensorType) and storage_dtype(t.dtype) is not None for t in ts)
@@ -69,6 +74,23 @@ def emit_copy(cg, instr):
 @cpu_kernel("Reshape", supports=_movable)
 def emit_same_bytes(cg, instr):
     emit_copy(cg, instr)
+
+
+@cpu_kernel("Constant", supports=_movable_out)
+def emit_constant(cg, instr):
+    """A Constant node left in the graph: its value goes into the weights blob and is copied."""
+    attrs = {k: v for k, v in instr.attrs.items() if not k.startswith("_") and v is not None}
+    value = np.asarray(instr.op.reference(**attrs), dtype=instr.outputs[0].type.dtype.np)
+    out = instr.outputs[0]
+    src = cg.weight(value)
+
+    def make():
+        kb = cg.function("constant", [PTR, PTR, I64])
+        memcpy = kb.intrinsic("llvm.memcpy.p0.p0.i64", VOID, [PTR, PTR, I64, I1])
+        kb.b.call(memcpy, [kb.args[0], kb.args[1], kb.args[2], ir.Constant(I1, 0)])
+        return kb.finish()
+
+    cg.call(cg.shared("constant", make), [cg.ptr(out), src, cg.entry.i64(value.nbytes)], single=True)
 
 
 # -- affine movement ----------------------------------------------------------------------------

@@ -1,0 +1,201 @@
+"""The CPU backend against onnxruntime on the twelve benchmark models, at 1 and 2 threads.
+
+    python benchmarks/run_all.py                      # everything; writes docs/performance.md
+    python benchmarks/run_all.py --models resnet50 mlp --threads 1 --rounds 10 --no-write
+
+Each model is measured with `glow.bench.bench` (glow and onnxruntime interleaved in one process,
+alternating which runs first, medians with min-max). Compile times of ResNet-50 are measured cold
+(an empty compile cache) and cached. Results also go to benchmarks/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+LIGHT = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
+         "squeezenet", "vgg19", "zfnet512"]
+GENERATED = ["mlp", "small_cnn", "transformer"]
+MODELS = LIGHT + GENERATED
+
+
+def model_flops(spec: str) -> int:
+    """Multiply-adds x 2 of the Conv, Gemm and MatMul nodes (what GFLOP/s figures count)."""
+    from glow.bench import resolve_model
+    from glow.onnx_import import load_onnx
+    from glow.passes import optimize_graph
+
+    graph = optimize_graph(load_onnx(resolve_model(spec)[0]))
+    total = 0
+    for n in graph.nodes:
+        out = n.outputs[0].type.shape
+        if n.op.name == "Conv":
+            w = n.inputs[1].type.shape
+            total += 2 * math.prod(out) * math.prod(w[1:])
+        elif n.op.name in ("Gemm", "MatMul"):
+            a = n.inputs[0].type.shape
+            k = a[0] if n.op.name == "Gemm" and n.attrs.get("transA") else a[-1]
+            total += 2 * math.prod(out) * k
+    return total
+
+
+def compile_times(spec: str, threads: int) -> dict:
+    """Cold (empty cache directory) and cached compile of one model, in seconds."""
+    import glow
+
+    old = os.environ.get("GLOW_CACHE_DIR")
+    with tempfile.TemporaryDirectory() as d:
+        os.environ["GLOW_CACHE_DIR"] = d
+        try:
+            out = {}
+            for label in ("cold", "cached"):
+                t = time.perf_counter()
+                exe = glow.compile(_path(spec), "cpu", threads=threads)
+                exe.run(_feeds(exe))  # the CPU backend compiles its program on first need
+                out[label] = time.perf_counter() - t
+            return out
+        finally:
+            if old is None:
+                os.environ.pop("GLOW_CACHE_DIR", None)
+            else:
+                os.environ["GLOW_CACHE_DIR"] = old
+
+
+def _path(spec):
+    from glow.bench import resolve_model
+
+    return resolve_model(spec)[0]
+
+
+def _feeds(exe):
+    from glow.cli import make_inputs
+
+    return make_inputs(exe.graph, seed=0)
+
+
+def run(models, threads_list, rounds) -> dict:
+    from glow.bench import bench
+
+    results = []
+    for threads in threads_list:
+        for m in models:
+            r = bench(m, backend="cpu", threads=threads, rounds=rounds)
+            d = r.to_dict()
+            results.append(d)
+            print(f"{m:14s} {threads}T glow {r.glow.median_ms:9.3f} ms  ort {r.peer.median_ms:9.3f} ms  "
+                  f"ratio {r.ratio:5.2f}  diff {r.max_abs_diff:.1e}", flush=True)
+    return {"results": results}
+
+
+def geomean(xs):
+    return math.exp(statistics.fmean(math.log(x) for x in xs)) if xs else float("nan")
+
+
+def _ms(t):
+    return f"{t['median_ms']:.3f} ({t['min_ms']:.3f}-{t['max_ms']:.3f})"
+
+
+def markdown(data: dict) -> str:
+    res = data["results"]
+    threads_list = sorted({r["threads"] for r in res})
+    lines = ["# CPU backend performance", "",
+             "glow's CPU backend (`--backend cpu`) against onnxruntime's CPU execution provider on the "
+             "nine light models shipped in the onnx wheel and three generated ones "
+             "(`glow.testing.bench_models`). Latency of one inference, milliseconds: median "
+             "(min-max) over the rounds; ratio = glow median / onnxruntime median (below 1: glow "
+             "is faster).", ""]
+    for t in threads_list:
+        rows = [r for r in res if r["threads"] == t]
+        lines += [f"## {t} thread{'s' if t > 1 else ''}", "",
+                  "| model | glow ms | onnxruntime ms | ratio |", "|---|---|---|---|"]
+        for r in rows:
+            lines.append(f"| {r['model']} | {_ms(r['glow'])} | {_ms(r['peer'])} | {r['ratio']:.2f} |")
+        gm = geomean([r["ratio"] for r in rows])
+        lines += ["", f"Geometric mean of the ratios at {t} thread{'s' if t > 1 else ''}: **{gm:.2f}** "
+                  f"over {len(rows)} models.", ""]
+    if data.get("gflops"):
+        lines += ["## Throughput", "", "| model | threads | GFLOP | glow GFLOP/s | onnxruntime GFLOP/s |",
+                  "|---|---|---|---|---|"]
+        for m, flops in data["gflops"].items():
+            for r in res:
+                if r["model"].endswith(m):
+                    g = flops / r["glow"]["median_ms"] / 1e6
+                    p = flops / r["peer"]["median_ms"] / 1e6
+                    lines.append(f"| {m} | {r['threads']} | {flops / 1e9:.2f} | {g:.0f} | {p:.0f} |")
+        lines += ["", "FLOPs count 2 x multiply-adds of Conv, Gemm and MatMul only.", ""]
+    if data.get("compile"):
+        c = data["compile"]
+        lines += ["## Compile time", "",
+                  f"ResNet-50, whole model to a runnable program (graph passes, code generation, "
+                  f"LLVM at O3 for the host CPU): **{c['cold']:.1f} s cold** (empty cache), "
+                  f"**{c['cached']:.1f} s cached** (the object file comes from the on-disk cache; "
+                  "graph passes and IR generation still run).", ""]
+    env = data.get("env", {})
+    lines += ["## How this was measured", "",
+              f"- `python benchmarks/run_all.py` ({env.get('rounds', '?')} interleaved rounds per model and "
+              "thread count, after 3 warm-up runs each; `glow bench MODEL --backend cpu --threads N` "
+              "measures one model the same way).",
+              f"- Machine: {env.get('cpu', '?')}, {env.get('cores', '?')} cores; Python "
+              f"{env.get('python', '?')}, onnxruntime {env.get('onnxruntime', '?')}, llvmlite "
+              f"{env.get('llvmlite', '?')}.",
+              "- onnxruntime: `intra_op_num_threads` = N, `inter_op_num_threads` = 1, default graph "
+              "optimisations. glow: `glow.compile(model, 'cpu', threads=N)`.",
+              "- Inputs: seeded random normal data (`glow run`'s generator); outputs of both are "
+              "compared (max |diff| in benchmarks/results.json).",
+              "- The machines are shared: figures drift 5-15 % between runs; the ratios, measured "
+              "side by side, move less.", ""]
+    return "\n".join(lines)
+
+
+def environment(rounds) -> dict:
+    import llvmlite
+    import onnxruntime
+
+    cpu = "?"
+    try:
+        from glow.backends.cpu import jit
+
+        cpu = jit.host_description().split()[1]
+    except Exception:  # noqa: BLE001
+        pass
+    return {"rounds": rounds, "cpu": cpu, "cores": len(os.sched_getaffinity(0)),
+            "python": platform.python_version(), "onnxruntime": onnxruntime.__version__,
+            "llvmlite": llvmlite.__version__}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="*", default=MODELS)
+    ap.add_argument("--threads", nargs="*", type=int, default=[1, 2])
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--no-compile-times", action="store_true")
+    ap.add_argument("--no-write", action="store_true", help="print only; leave docs/ and results.json")
+    args = ap.parse_args(argv)
+    data = run(args.models, args.threads, args.rounds)
+    data["env"] = environment(args.rounds)
+    data["gflops"] = {m: model_flops(m) for m in ("resnet50", "vgg19") if m in args.models}
+    if not args.no_compile_times and "resnet50" in args.models:
+        data["compile"] = compile_times("resnet50", args.threads[0])
+        print(f"resnet50 compile: cold {data['compile']['cold']:.1f} s, cached {data['compile']['cached']:.1f} s")
+    for t in args.threads:
+        ratios = [r["ratio"] for r in data["results"] if r["threads"] == t]
+        print(f"geometric mean ratio at {t} thread(s): {geomean(ratios):.3f}")
+    if not args.no_write:
+        with open(os.path.join(HERE, "results.json"), "w") as f:
+            json.dump(data, f, indent=1)
+        with open(os.path.join(ROOT, "docs", "performance.md"), "w") as f:
+            f.write(markdown(data))
+    return data
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
