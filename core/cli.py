@@ -99,7 +99,71 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--native", choices=["floor", "all"], default=None)
     bn.add_argument("--json", action="store_true")
     bn.set_defaults(func=cmd_bench)
+    _backend_author_commands(sub)
     return p
+
+
+# -- backend authoring: new-backend, conformance ------------------------------------------------------
+def _backend_author_commands(sub):
+    nb = sub.add_parser("new-backend", help="scaffold a backend plugin package (glow-backend-NAME)",
+                        description="Write glow-backend-NAME/: a pip-installable backend package with its "
+                        "entry point, a support predicate, the floor kernels stubbed (each raising "
+                        "NotImplementedError), tests wired to the conformance kit and a README.")
+    nb.add_argument("name", help="backend name: lower-case letters and digits, words joined by - or _")
+    nb.add_argument("--dir", default=".", help="folder to create the package in (default: here)")
+    nb.set_defaults(func=cmd_new_backend)
+
+    cf = sub.add_parser("conformance", help="check a backend against the reference: support manifest, "
+                        "pass table", description="Run the conformance kit on BACKEND: the op records of "
+                        "every op it claims (by element type, against the reference), the ONNX node cases "
+                        "it can run alone or with lowering, and the light models (partitioned with "
+                        "--fallback where it cannot run them alone). Exit code 1 when a check fails.")
+    cf.add_argument("--backend", "-b", required=True, help="backend to check")
+    cf.add_argument("--sections", default="records,nodes,models",
+                    help="comma-separated: records, nodes, models (default: all three)")
+    cf.add_argument("--filter", default=None, metavar="REGEX", help="only checks whose id matches")
+    cf.add_argument("--native", choices=["floor"], default=None, help="restrict the backend to the floor")
+    cf.add_argument("--fallback", default="reference", metavar="DEVICE",
+                    help="device for the nodes of a light model the backend cannot run ('none': skip "
+                    "such models; default: reference)")
+    cf.add_argument("--known-failures", metavar="FILE", help="expected failures: 'check id  # reason' lines")
+    cf.add_argument("--json", action="store_true", help="print the report as JSON")
+    cf.set_defaults(func=cmd_conformance)
+
+
+def cmd_new_backend(args) -> int:
+    from .scaffold import new_backend
+
+    written = new_backend(args.name, args.dir)
+    root = os.path.commonpath(written)
+    print(f"created {root}:")
+    for path in written:
+        print(f"  {os.path.relpath(path, root)}")
+    print(f"next: pip install -e {root} && glow backends && (cd {root} && pytest --glow-sections records)")
+    return 0
+
+
+def cmd_conformance(args) -> int:
+    from .testing.conformance import read_known_failures, run_conformance
+
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    known = read_known_failures(args.known_failures) if args.known_failures else None
+    tty = sys.stderr.isatty()
+
+    def progress(done, total, check):
+        if tty:
+            print(f"\rconformance: {done}/{total} {check.section}/{check.id:<50.50}", end="", file=sys.stderr)
+
+    report = run_conformance(args.backend, sections=sections, pattern=args.filter, native=args.native,
+                             fallback=None if args.fallback == "none" else args.fallback,
+                             known_failures=known, progress=progress)
+    if tty:
+        print("\r" + " " * 100 + "\r", end="", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(report.to_text(), end="")
+    return 0 if report.ok else 1
 
 
 def _placement_args(p, required: bool):

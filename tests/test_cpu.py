@@ -165,6 +165,24 @@ def test_cast(src, dst):
     agree(g, {"x": x}, rtol=1e-3)
 
 
+NARROW = ["float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "float4e2m1", "int4", "uint4",
+          "int2", "uint2"]
+
+
+@pytest.mark.parametrize("fmt", NARROW)
+@pytest.mark.parametrize("saturate", [0, 1])
+def test_narrow_formats_round_trip_like_ml_dtypes(fmt, saturate):
+    special = [0.0, -0.0, np.nan, np.inf, -np.inf, 448, 460, 464, 57344, 61440, 6, 7, 1e6, 0.75, 2.5, -3.5,
+               2**-9, 3 * 2**-10, 1e-9, 17.5]
+    x = np.concatenate([np.array(special, np.float32), rand((300,), "float32") * 40]).astype(np.float32)
+    to = dt.from_name(fmt)
+    g = build(lambda b, v: b.add1("Cast", [b.add1("Cast", [v], {"to": to, "saturate": saturate})],
+                                  {"to": dt.float32}), ("x", x.shape, "float32"))
+    got = glow.compile(g, "cpu").run({"x": x})[g.output_names[0]]
+    want = glow.compile(g, "reference").run({"x": x})[g.output_names[0]]
+    np.testing.assert_array_equal(got, want)
+
+
 def test_bfloat16_rounds_every_op_like_ml_dtypes():
     import ml_dtypes
 
@@ -234,6 +252,12 @@ def test_pad_concat_expand_gather():
         return [pad, cat, exp, b.add1("Gather", [v, i], {"axis": 1}), b.add1("Gather", [v, i], {"axis": 2})]
 
     agree(build(fn, ("x", x.shape, "float32"), ("i", idx.shape, "int64")), {"x": x, "i": idx})
+
+
+def test_a_constant_node_left_in_the_graph_is_copied_out():
+    g = build(lambda b, v: [b.add1("Constant", [], {"value": np.arange(6, dtype=np.int32).reshape(2, 3)}),
+                            b.add1("Neg", [v])], ("x", (2,), "float32"))
+    agree(g, {"x": np.ones(2, np.float32)})
 
 
 def test_gather_clamps_out_of_range_indices_instead_of_reading_outside():

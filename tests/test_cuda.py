@@ -16,10 +16,9 @@ import subprocess
 import time
 import warnings
 
+import glow
 import numpy as np
 import pytest
-
-import glow
 from glow.api import optimize_for_backend
 from glow.backends.cuda.backend import CudaBackend
 from glow.render import GPU

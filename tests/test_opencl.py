@@ -14,15 +14,14 @@ transfers) and the unavailable-backend path.
 
 from __future__ import annotations
 
+import glow
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto as T
-from onnx import helper as h
-
-import glow
 from glow.testing.models import folder_cases, light_models, run_model_case
 from glow.testing.node_suite import collect_cases, load_known_failures, run_case
+from onnx import TensorProto as T
+from onnx import helper as h
 
 
 def _opencl_reason() -> str | None:

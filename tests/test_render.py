@@ -7,17 +7,16 @@ review the diff.
 
 import os
 
+import glow
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto as T
-from onnx import helper as h
-
-import glow
 from glow.api import optimize_for_backend
 from glow.backends.cuda.backend import CudaBackend
 from glow.backends.opencl.backend import OpenCLBackend
 from glow.render import CPU, GPU
+from onnx import TensorProto as T
+from onnx import helper as h
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "render")
 BACKENDS = {"opencl": OpenCLBackend, "cuda": CudaBackend}

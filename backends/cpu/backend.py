@@ -19,6 +19,7 @@ import numpy as np
 from glow import Backend, CompileOptions, Device, Executable, Graph
 from glow import dtypes as dt
 from glow.errors import BackendError
+from glow.lowering import is_host_op, rule_for
 from glow.passes.fusion import FUSED_OPS
 
 from . import codegen
@@ -32,12 +33,18 @@ def _deferred(node) -> bool:
     or axes fed as small integer inputs): left alone now and compiled when the runtime
     specialises the graph on its inputs. A node whose shape depends on tensor *data* (NonZero of
     an activation) is not deferred: that is refused at compile time."""
-    if not node.op.pure:
+    if not node.op.pure or is_host_op(node.op):
         return False
     values = [v for v in node.inputs if v is not None]
+    fed = [v for v in values if not v.is_constant and codegen.value_input(v)]
+    if all(v.is_constant or v in fed for v in values):
+        # everything is (or will be) a constant: constant folding takes the node after specialising
+        return any(not v.type.is_static for v in node.outputs) or bool(fed)
+    if (node.op.domain, node.op.name) not in codegen.load_kernels() and not rule_for(node.op.name,
+                                                                                     node.op.domain):
+        return False
     if any(not v.type.is_static for v in values):
         return True
-    fed = [v for v in values if not v.is_constant and codegen.value_input(v)]
     if any(not v.type.is_static for v in node.outputs):
         return bool(fed)
     return any(v.type.dtype in (dt.int64, dt.int32) for v in fed)

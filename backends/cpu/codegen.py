@@ -56,12 +56,16 @@ def constant(o) -> np.ndarray:
 
 def value_input(v) -> bool:
     """Whether a graph value can become a constant by specialising on input values: a constant,
-    a small integer tensor, or a scalar."""
+    a small integer tensor (glow.specialize makes those constants), or a scalar computed from
+    them (constant folding does the rest)."""
     if v is None or v.is_constant:
         return True
     t = v.type
-    return isinstance(t, dt.TensorType) and t.is_static and (
-        t.numel <= 1 or t.dtype in (dt.int64, dt.int32) and t.numel <= 64)
+    if not (isinstance(t, dt.TensorType) and t.is_static):
+        return False
+    if t.dtype in (dt.int64, dt.int32) and t.numel <= 64:
+        return True
+    return t.numel <= 1 and getattr(v, "node", True) is not None  # not a graph input
 
 
 # -- the kernel table ---------------------------------------------------------------------------
@@ -183,6 +187,9 @@ _LTYPES = {
     dt.bfloat16: ir.IntType(16), dt.int8: I8, dt.uint8: I8, dt.bool_: I8, dt.int16: ir.IntType(16),
     dt.uint16: ir.IntType(16),
     dt.int32: ir.IntType(32), dt.uint32: ir.IntType(32), dt.int64: I64, dt.uint64: I64,
+    # one byte per element, converted by Cast (kernels/narrow.py) and moved by movement ops
+    **{d: I8 for d in (dt.float8e4m3fn, dt.float8e4m3fnuz, dt.float8e5m2, dt.float8e5m2fnuz, dt.float8e8m0,
+                       dt.float4e2m1, dt.int4, dt.uint4, dt.int2, dt.uint2)},
 }
 
 

@@ -19,7 +19,6 @@ import os
 import threading
 
 import numpy as np
-
 from glow import Executable
 from glow.render import DeviceParams
 from glow.render.layout import launch_offsets
@@ -92,7 +91,7 @@ class CudaExecutable(Executable):
     def _run(self, feeds):
         cp, layout = self.dev.cp, self.compiled.layout
         with self._lock, cp.cuda.Device(self.dev.index), self.stream:
-            for name, off, buf in layout.inputs:
+            for name, off, _ in layout.inputs:
                 if off is None:
                     continue
                 a = np.ascontiguousarray(feeds[name]).reshape(-1).view(np.uint8)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-
 from glow import BackendError, Device
 from glow.render.backend import CStyleBackend
 

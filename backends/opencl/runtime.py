@@ -15,7 +15,6 @@ import threading
 import time
 
 import numpy as np
-
 from glow import Executable
 from glow.render import DeviceParams
 from glow.render.layout import launch_offsets
@@ -83,7 +82,7 @@ class ClExecutable(Executable):
         cl, q, layout = self.dev.cl, self.dev.queue, self.compiled.layout
         with self._lock:
             keep = []
-            for name, off, buf in layout.inputs:
+            for name, off, _ in layout.inputs:
                 if off is None:
                     continue
                 a = np.ascontiguousarray(feeds[name])

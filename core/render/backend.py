@@ -13,11 +13,12 @@ import time
 from dataclasses import dataclass
 
 from ..backend import Backend, CompileOptions, Executable
+from ..errors import BackendError
 from ..graph import Graph
 from .layout import DeviceLayout, layout_memory
 from .params import GPU, DeviceParams
 from .program import Program, render_program
-from .support import is_dynamic, native_ops, renders
+from .support import is_dynamic, native_ops, needs_values, renders
 
 
 @dataclass
@@ -39,9 +40,14 @@ class CStyleBackend(Backend):
 
         if node.op in FUSED_OPS:  # a graph fused earlier, specialised again at run time
             return True
-        # Values of unknown shape are decided at run time (shape specialisation), so they are
-        # accepted here and lowered again once their shapes are known.
-        return is_dynamic(node) or renders(node, self.renderer)
+        # Values of unknown shape, and index operands computed at run time, are decided once
+        # inputs are seen (specialisation): accepted here, lowered again once they are known.
+        return renders(node, self.renderer) or is_dynamic(node) or needs_values(node)
+
+    def fully_renderable(self, graph: Graph) -> bool:
+        from ..passes.fusion import FUSED_OPS
+
+        return graph.is_static() and all(n.op in FUSED_OPS or renders(n, self.renderer) for n in graph.nodes)
 
     def native_ops(self) -> list[str]:
         return native_ops()
@@ -66,7 +72,7 @@ class CStyleBackend(Backend):
     def compile(self, graph: Graph, options: CompileOptions) -> Executable:
         self.check_available()
         device = options.device or self.devices()[0]
-        if not graph.is_static():
+        if not self.fully_renderable(graph):
             return SpecializingExecutable(self, graph, options, device)
         return self.make_executable(graph, self.compile_graph(graph, self.device_params(device)), device)
 
@@ -74,8 +80,15 @@ class CStyleBackend(Backend):
         raise NotImplementedError
 
 
+def signature(graph, feeds, values):
+    from ..specialize import signature as sig
+
+    return sig(graph, feeds, values)
+
+
 class SpecializingExecutable(Executable):
-    """A graph with dynamic shapes: one static executable per input signature, made on first
+    """A graph with dynamic shapes (or index operands computed at run time): one static
+    executable per input signature, made on first
     sight of that signature (core/specialize.py), through the same optimise-lower-fuse flow."""
 
     def __init__(self, backend: CStyleBackend, graph: Graph, options: CompileOptions, device):
@@ -86,31 +99,40 @@ class SpecializingExecutable(Executable):
         self._lock = threading.Lock()
 
     def _run(self, feeds):
-        from ..api import optimize_for_backend
-        from ..specialize import signature, specialize_static
-
         with self._lock:
             key = signature(self.graph, feeds, bool(self._values))
             hit = self._cache.get(key)
             if hit is None:
-                g, _, values = specialize_static(unfuse(self.graph), feeds)
+                g, values = self._specialise(feeds)
                 self._values = self._values or values
-                key = signature(self.graph, feeds, values)
-                g = optimize_for_backend(g, self.backend, self.options.native)
-                if not g.is_static():
-                    from ..errors import BackendError
-                    from ..lowering import lower_to_supported
-
-                    # Name the ops that keep shapes unknown (raises a LoweringError listing them).
-                    lower_to_supported(g, lambda n: renders(n, self.backend.renderer), self.backend.name)
-                    raise BackendError(f"backend '{self.backend.name}': shapes in graph "
-                                       f"'{self.graph.name}' stay unknown after specialisation "
-                                       "(they depend on data)")
                 params = self.backend.device_params(self.device)
                 hit = self.backend.make_executable(g, self.backend.compile_graph(g, params), self.device)
-                self._cache[key] = hit
+                self._cache[signature(self.graph, feeds, values)] = hit
         names = {v.name for v in hit.graph.inputs}
         return hit.run({k: v for k, v in feeds.items() if k in names})
+
+    def _specialise(self, feeds) -> tuple[Graph, bool]:
+        """The static, fully renderable graph for these inputs, and whether input values (not
+        only shapes) went into it: shapes first, values of small integer inputs when needed."""
+        from ..api import optimize_for_backend
+        from ..lowering import lower_to_supported
+        from ..passes.fusion import FUSED_OPS
+        from ..specialize import specialize, specialize_static
+
+        be, base = self.backend, unfuse(self.graph)
+        g, _, values = specialize_static(base, feeds)
+        g = optimize_for_backend(g, be, self.options.native)
+        if not be.fully_renderable(g) and not values:
+            g, _ = specialize(base, feeds, values=True)
+            g, values = optimize_for_backend(g, be, self.options.native), True
+        if not be.fully_renderable(g):
+            # Name the ops left over (raises a LoweringError listing them).
+            lower_to_supported(g, lambda n: n.op in FUSED_OPS or renders(n, be.renderer), be.name)
+            ops = sorted({n.op.name for n in g.nodes if not all(
+                getattr(v.type, "is_static", False) for v in n.outputs)})
+            raise BackendError(f"backend '{be.name}': shapes in graph '{self.graph.name}' stay unknown "
+                               f"after specialisation: they depend on data ({', '.join(ops)})")
+        return g, values
 
 
 def unfuse(graph: Graph) -> Graph:

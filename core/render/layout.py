@@ -25,7 +25,8 @@ class DeviceLayout:
     outputs: list = field(default_factory=list)  # [(name, offset, Buffer)]
 
     def operand_offset(self, operand) -> int:
-        return self.offsets[id(operand.root)] + operand.offset
+        # Empty buffers have no bytes (and no place): kernels never dereference them.
+        return self.offsets.get(id(operand.root), 0) + operand.offset
 
     def weight_blob(self) -> np.ndarray:
         """All weights as one host array, laid out as on the device (one upload)."""

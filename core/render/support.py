@@ -13,8 +13,9 @@ from .registry import rule_for
 
 
 def _tensor_ok(t, renderer) -> bool:
-    return (isinstance(t, dt.TensorType) and t.is_static and t.numel > 0
-            and renderer.supports_dtype(t.dtype))
+    # Empty tensors are fine: instructions writing nothing launch nothing, and kernels never
+    # dereference an empty operand (their loops over it run zero times).
+    return isinstance(t, dt.TensorType) and t.is_static and renderer.supports_dtype(t.dtype)
 
 
 def is_dynamic(node) -> bool:
@@ -27,12 +28,22 @@ def is_dynamic(node) -> bool:
     return any(not v.type.is_static for v in values)
 
 
+def needs_values(node) -> bool:
+    """A kernel op whose index operands (Slice bounds, Pad widths, axes, shapes) are computed at
+    run time: renderable once specialised on those (small integer) values."""
+    from ..specialize import VALUE_LIMIT
+
+    if rule_for(node.op.name) is None:
+        return False
+    return any(v is not None and v.data is None and isinstance(v.type, dt.TensorType) and v.type.is_static
+               and v.type.dtype in (dt.int32, dt.int64) and v.type.numel <= VALUE_LIMIT
+               for v in node.inputs[1:])
+
+
 def renders(node, renderer) -> bool:
     if node.op.domain not in ("", "ai.onnx") or node.captures or node.op.has_subgraphs:
         return False
-    # Empty constants are fine (an empty shape or axes list); empty data is not rendered.
-    values = [v for v in (*node.inputs, *node.outputs)
-              if v is not None and not (v.data is not None and getattr(v.type, "numel", 1) == 0)]
+    values = [v for v in (*node.inputs, *node.outputs) if v is not None]
     if not all(_tensor_ok(v.type, renderer) for v in values):
         return False
     rule = rule_for(node.op.name)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import textwrap
 import time
 import warnings
 from collections import Counter, defaultdict
@@ -102,6 +103,12 @@ class Kit:
             rx = re.compile(pattern)
             checks = [c for c in checks if rx.search(c.id)]
         return checks
+
+    def native_ops(self) -> list[str]:
+        try:
+            return list(self.backend.native_ops())
+        except Exception:  # noqa: BLE001 - a report, not a check
+            return []
 
     def claims(self, node) -> bool:
         """Whether the backend runs `node` natively (its predicate; with native="floor" the floor's too)."""
@@ -320,7 +327,8 @@ class Report:
                 cell[1] += 1
         rows = [{"op": op, "dtypes": {d: {"pass": p, "run": n} for d, (p, n) in sorted(cells.items())},
                  "pass": all(p == n for p, n in cells.values())} for op, cells in sorted(per.items())]
-        rows += [{"op": op, "dtypes": {}, "pass": None} for op in sorted(set(self.native_ops) - set(per))]
+        if any(r.check.section == "records" for r in self.results):
+            rows += [{"op": op, "dtypes": {}, "pass": None} for op in sorted(set(self.native_ops) - set(per))]
         return rows
 
     def table(self) -> dict:
@@ -341,13 +349,19 @@ class Report:
                 "results": [r.to_json() for r in self.results]}
 
     def to_text(self, failures: int = 30) -> str:
+        manifest = self.manifest()
         lines = [f"Support manifest for '{self.backend}': ops it runs natively, by element type "
-                 "(records passed/run)"]
-        for row in self.manifest():
-            cells = ", ".join(f"{d} {c['pass']}/{c['run']}" for d, c in row["dtypes"].items()) or "(no records)"
-            mark = {True: "ok  ", False: "FAIL", None: "    "}[row["pass"]]
-            lines.append(f"  {mark} {row['op']:<22} {cells}")
-        lines += ["", f"{'section':<9} {'pass':>6} {'fail':>6} {'known':>6} {'skip':>6} {'total':>6}  seconds"]
+                 "(records passed/run)"] if manifest else []
+        for row in manifest:
+            if row["dtypes"]:
+                cells = ", ".join(f"{d} {c['pass']}/{c['run']}" for d, c in row["dtypes"].items())
+                lines.append(f"  {'ok  ' if row['pass'] else 'FAIL'} {row['op']:<22} {cells}")
+        unrun = [row["op"] for row in manifest if not row["dtypes"]]
+        if unrun:
+            lines += textwrap.wrap(", ".join(unrun), 100, initial_indent="  claimed, no record run: ",
+                                   subsequent_indent="    ")
+        lines += ["" if lines else f"Conformance of '{self.backend}'",
+                  f"{'section':<9} {'pass':>6} {'fail':>6} {'known':>6} {'skip':>6} {'total':>6}  seconds"]
         for s, t in self.table().items():
             lines.append(f"{s:<9} {t['pass']:>6} {t['fail']:>6} {t['known']:>6} {t['skip']:>6} {t['total']:>6}"
                          f"  {t['seconds']:>7}")
@@ -357,6 +371,9 @@ class Report:
         lines += [f"  {r.check.id}: {r.detail}" for r in details if r.detail]
         fails = [r for r in self.results if r.status == "fail"]
         if fails:
+            causes = Counter(r.detail[:200] for r in fails).most_common(10)
+            lines += ["", "Most common failures:"] + [f"  {n:5d} x {why}" for why, n in causes]
+        if fails and failures:
             lines += ["", f"Failures ({len(fails)}{', first ' + str(failures) if len(fails) > failures else ''}):"]
             lines += [f"  {r.check.section}/{r.check.id}: {r.detail}" for r in fails[:failures]]
         lines += ["", f"conformance of '{self.backend}': {'PASS' if self.ok else 'FAIL'}"]
@@ -374,14 +391,7 @@ def run_conformance(backend: str, *, sections=SECTIONS, pattern: str | None = No
         results.append(kit.run(c))
         if progress:
             progress(i + 1, len(checks), c)
-    return Report(backend, results, _native_ops(kit.backend))
-
-
-def _native_ops(be) -> list[str]:
-    try:
-        return list(be.native_ops())
-    except Exception:  # noqa: BLE001
-        return []
+    return Report(backend, results, kit.native_ops())
 
 
 def read_known_failures(path: str) -> dict[str, str]:
@@ -421,6 +431,30 @@ def collect(backend: str, sections=SECTIONS, pattern: str | None = None, **kw) -
     return kit_for(backend, **kw).collect(sections, pattern)
 
 
+def parametrize(metafunc, backend: str | None = None) -> None:
+    """The body of a `pytest_generate_tests` hook: parametrize the test's `check` argument with the
+    kit's checks for `backend` (default: `--glow-backend`, else reference), honouring the glow
+    pytest plugin's options --glow-sections, --glow-fallback, --glow-native, --glow-known-failures."""
+    if "check" not in metafunc.fixturenames:
+        return
+    cfg = metafunc.config
+
+    def option(name, default=None):
+        try:
+            return cfg.getoption(name) or default
+        except ValueError:  # the plugin is not loaded (PYTEST_DISABLE_PLUGIN_AUTOLOAD): defaults
+            return default
+
+    backend = backend or option("--glow-backend", "reference")
+    fallback = option("--glow-fallback", "reference")
+    known_path = option("--glow-known-failures")
+    sections = [s.strip() for s in option("--glow-sections", ",".join(SECTIONS)).split(",") if s.strip()]
+    checks = collect(backend, sections, native=option("--glow-native"),
+                     fallback=None if fallback == "none" else fallback,
+                     known_failures=read_known_failures(known_path) if known_path else None)
+    metafunc.parametrize("check", checks, ids=[f"{c.section}/{c.id}" for c in checks])
+
+
 def pytest_check(check: Check) -> Result:
     """Run `check` inside a pytest test: fail with the one-line reason, skip or xfail as the kit says."""
     import pytest
@@ -432,5 +466,5 @@ def pytest_check(check: Check) -> Result:
     if r.status == "known":
         pytest.xfail(r.detail)
     if r.status == "fail":
-        pytest.fail(f"{check.section}/{check.id}: {r.detail}", pytrace=False)
+        pytest.fail(r.detail, pytrace=False)
     return r

@@ -17,7 +17,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..irutil import I32, I64, VEC, KernelBuilder, vec
-from .gemm import MR, NR, Epilogue, emit_tile, masked_store, pack_b, split_range
+from .gemm import MR, NV, Epilogue, emit_tile, masked_store, pack_b, split_range
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,12 @@ class ConvGeometry:
     dh: int = 1
     dw: int = 1
     groups: int = 1
+    mr: int = MR  # register tile: mr output pixels x 16 * nv output channels
+    nv: int = NV
+
+    @property
+    def nr(self) -> int:
+        return self.nv * VEC
 
     @property
     def cin_g(self) -> int:
@@ -76,7 +82,7 @@ def pack_conv_weights(w: np.ndarray, g: ConvGeometry) -> np.ndarray:
     for grp in range(g.groups):
         wg = w[grp * g.cout_g:(grp + 1) * g.cout_g]  # [Cout_g, Cin_g, kh, kw]
         kmat = wg.transpose(2, 3, 1, 0).reshape(g.kh * g.kw * g.cin_g, g.cout_g)
-        parts.append(pack_b(kmat).reshape(-1))
+        parts.append(pack_b(kmat, g.nr).reshape(-1))
     parts.append(tap_offsets(g).view(np.float32))
     return np.concatenate(parts)
 
@@ -104,14 +110,14 @@ def emit_conv(make_kb, g: ConvGeometry, epilogue=None, extra_args: int = 0, *, h
     b = kb.b
     P = g.n * g.ho * g.wo
     K = g.kh * g.kw * g.cin_g
-    npanels = -(-g.cout_g // NR)
-    mr = min(MR, P)
+    npanels = -(-g.cout_g // g.nr)
+    mr = min(g.mr, P)
     tiles = -(-P // mr)
     # Items (group, panel, row tile), split evenly: every thread streams the same weights, which
     # stay in L2 while its row tiles pass.
     per_group = npanels * tiles
     lo, hi = split_range(kb, g.groups * per_group, tid, nth)
-    taps = kb.ptr(wp, g.groups * npanels * K * NR)  # the tap offset table follows the panels
+    taps = kb.ptr(wp, g.groups * npanels * K * g.nr)  # the tap offset table follows the panels
 
     def row_offset(p):
         n_ = b.udiv(p, kb.i64(g.ho * g.wo))
@@ -138,10 +144,10 @@ def emit_conv(make_kb, g: ConvGeometry, epilogue=None, extra_args: int = 0, *, h
         a_grp = b.mul(grp, kb.i64(g.cin_g))
         rows = [b.add(row_offset(p), a_grp) for p in ps]
         crow = [b.mul(p, kb.i64(g.cout)) for p in ps]
-        col_in_grp = b.mul(panel, kb.i64(NR))
+        col_in_grp = b.mul(panel, kb.i64(g.nr))
         col0 = b.add(col_in_grp, b.mul(grp, kb.i64(g.cout_g)))
-        b_base = b.add(b.mul(grp, kb.i64(npanels * K * NR)), b.mul(panel, kb.i64(K * NR)))
-        if g.cout_g % NR == 0:
+        b_base = b.add(b.mul(grp, kb.i64(npanels * K * g.nr)), b.mul(panel, kb.i64(K * g.nr)))
+        if g.cout_g % g.nr == 0:
             n_valid = None
         elif npanels == 1:
             n_valid = g.cout_g
@@ -157,7 +163,7 @@ def emit_conv(make_kb, g: ConvGeometry, epilogue=None, extra_args: int = 0, *, h
                     emit(b.add(a_tap, c), b.add(k_tap, c))
 
         emit_tile(kb, mr, inp, rows, wp, b_base, segs, out, crow, col0, epi, n_valid=n_valid,
-                  rows_valid=rows_valid)
+                  rows_valid=rows_valid, k_stride=g.nr, nv=g.nv)
     return kb.finish()
 
 

@@ -16,7 +16,7 @@ from ..codegen import cpu_kernel, weight_data
 from ..irutil import F32, I8, I64, PTR
 from . import epilogue as ep
 from .conv import ConvGeometry, emit_conv, pack_conv_weights
-from .gemm import split_range
+from .gemm import choose_tile, split_range
 
 #: Convolutions below this many FLOPs run on thread 0 alone (a barrier costs more than the work).
 PARALLEL_FLOPS = 1 << 18
@@ -41,7 +41,9 @@ def geometry(x_nhwc_shape, w_shape, out_nhwc_shape, attrs) -> ConvGeometry:
     kh, kw = w_shape[2:]
     s = attrs.get("strides") or (1, 1)
     d = attrs.get("dilations") or (1, 1)
-    return ConvGeometry(n, hp, wp, c, ho, wo, m, kh, kw, s[0], s[1], d[0], d[1], attrs.get("group", 1) or 1)
+    groups = attrs.get("group", 1) or 1
+    mr, nv = choose_tile(m // groups)
+    return ConvGeometry(n, hp, wp, c, ho, wo, m, kh, kw, s[0], s[1], d[0], d[1], groups, mr, nv)
 
 
 def run_conv(cg, instr, g: ConvGeometry, x_ptr, out_ptr, plan):
@@ -129,8 +131,9 @@ def emit_conv_nchw(cg, instr):
     n, c, h, wd = x.type.shape
     _, m, ho, wo = out.type.shape
     pads = (pb[0], pb[1], pe[0], pe[1])
+    groups = instr.attrs.get("group", 1) or 1
     g = ConvGeometry(n, h + pb[0] + pe[0], wd + pb[1] + pe[1], c, ho, wo, m, k[0], k[1], s[0], s[1], d[0], d[1],
-                     instr.attrs.get("group", 1) or 1)
+                     groups, *choose_tile(m // groups))
     a = scratch(cg, g.n * g.hp * g.wp * g.cin * 4)
     o = scratch(cg, g.n * g.ho * g.wo * g.cout * 4)
     relayout(cg, cg.ptr(x), a, (n, c, h, wd), True, pads)

@@ -16,11 +16,6 @@ from glow import dtypes as dt
 from ..codegen import has_ltype, ltype
 from ..irutil import F32, F64, I1, I8, I32, I64, PTR, KernelBuilder
 
-try:  # CPU-2's vector polynomials (exp, log, tanh, erf, sigmoid on float32)
-    from . import vmath
-except ImportError:  # pragma: no cover
-    vmath = None
-
 HALF = ir.HalfType()
 I16 = ir.IntType(16)
 FLOATS = (dt.float32, dt.float64, dt.float16, dt.bfloat16)
@@ -51,6 +46,7 @@ def dtype_of_value(v):
 
 
 def compute_type(d) -> ir.Type:
+    """The type values of d are computed in (narrow formats: their raw byte code)."""
     if d == dt.bool_:
         return I1
     if d == dt.bfloat16:
@@ -359,152 +355,8 @@ def _where(L, args, ins, out, attrs):
     return L.b.select(*args)
 
 
-# -- unary math ---------------------------------------------------------------------------------
+# the rest of the table: math and activations, casts (they register themselves into OPS)
+from . import cast  # noqa: E402, F401, I001
+from . import ewmath  # noqa: E402, F401
 
-def _in_f32(fn):
-    """Float math computed in float32 for float16 (and float64 / float32 as themselves)."""
-    def emit(L, args, ins, out, attrs):
-        x = args[0]
-        if compute_type(out) == HALF:
-            return L.b.fptrunc(fn(L, L.b.fpext(x, L.t(F32))), L.t(HALF))
-        return fn(L, x)
-
-    return emit
-
-
-def _math(name, libm=None, intrinsic=None):
-    def compute(L, x):
-        if vmath is not None and name in vmath.SUPPORTED and x.type in (F32, L.t(F32)):
-            return vmath.emit_unary(L.kb, name, x)
-        if intrinsic:
-            return L.intrinsic(intrinsic, [x])
-        return L.libm(libm, x)
-
-    op(name, FLOATS)(_in_f32(lambda L, x: compute(L, x)))
-
-
-for _n, _c, _intr in (("Exp", "exp", "exp"), ("Log", "log", "log"), ("Sqrt", None, "sqrt"),
-                      ("Floor", None, "floor"), ("Ceil", None, "ceil"), ("Round", None, "roundeven"),
-                      ("Sin", "sin", None), ("Cos", "cos", None), ("Tan", "tan", None),
-                      ("Asin", "asin", None), ("Acos", "acos", None), ("Atan", "atan", None),
-                      ("Sinh", "sinh", None), ("Cosh", "cosh", None), ("Asinh", "asinh", None),
-                      ("Acosh", "acosh", None), ("Atanh", "atanh", None), ("Erf", "erf", None),
-                      ("Tanh", "tanh", None)):
-    _math(_n, _c, _intr)
-
-
-@op("Sigmoid", FLOATS)
-@_in_f32
-def _sigmoid(L, x):
-    if vmath is not None and x.type in (F32, L.t(F32)):
-        return vmath.emit_unary(L.kb, "Sigmoid", x)
-    one = L.of(1.0, x.type.element if isinstance(x.type, ir.VectorType) else x.type)
-    return L.b.fdiv(one, L.b.fadd(one, L.intrinsic("exp", [L.b.fneg(x)])))
-
-
-@op("Reciprocal", FLOATS)
-def _reciprocal(L, args, ins, out, attrs):
-    t = compute_type(out)
-    return L.b.fdiv(L.of(1.0, t), args[0])
-
-
-@op("Neg", FLOATS + SIGNED_INTS)
-def _neg(L, args, ins, out, attrs):
-    return L.b.fneg(args[0]) if _is_float(out) else L.b.sub(L.of(0, compute_type(out)), args[0])
-
-
-@op("Abs")
-def _abs(L, args, ins, out, attrs):
-    x = args[0]
-    if _is_float(out):
-        return L.intrinsic("fabs", [x])
-    if out in UNSIGNED_INTS:
-        return x
-    t = compute_type(out)
-    return L.b.select(L.b.icmp_signed("<", x, L.of(0, t)), L.b.sub(L.of(0, t), x), x)
-
-
-@op("Relu", FLOATS + SIGNED_INTS)
-def _relu(L, args, ins, out, attrs):
-    t = compute_type(out)
-    return _max(L, args[0], L.of(0.0 if _is_float(out) else 0, t), out)
-
-
-@op("LeakyRelu", FLOATS)
-def _leaky_relu(L, args, ins, out, attrs):
-    x, t = args[0], compute_type(out)
-    neg = L.b.fcmp_ordered("<", x, L.of(0.0, t))
-    return L.b.select(neg, L.b.fmul(x, L.of(float(np.asarray(attrs["alpha"], out.np)), t)), x)
-
-
-@op("Sign")
-def _sign(L, args, ins, out, attrs):
-    x, t = args[0], compute_type(out)
-    if _is_float(out):
-        pos, neg = L.b.fcmp_ordered(">", x, L.of(0.0, t)), L.b.fcmp_ordered("<", x, L.of(0.0, t))
-        return L.b.select(pos, L.of(1.0, t), L.b.select(neg, L.of(-1.0, t), x))
-    pos, neg = _icmp(L, out, ">", x, L.of(0, t)), _icmp(L, out, "<", x, L.of(0, t))
-    return L.b.select(pos, L.of(1, t), L.b.select(neg, L.of(-1, t), L.of(0, t)))
-
-
-@op("IsNaN", FLOATS)
-def _isnan(L, args, ins, out, attrs):
-    return L.b.fcmp_unordered("uno", args[0], args[0])
-
-
-# -- casts --------------------------------------------------------------------------------------
-
-CASTABLE = NUMERIC + (dt.bool_,)
-
-
-@op("Cast", CASTABLE)
-def _cast(L, args, ins, out, attrs):
-    return cast(L, args[0], ins[0], out)
-
-
-def _to_f32_odd(L, x):
-    """float64 -> float32 rounding to odd, so a second rounding (to float16) is exact; LLVM's
-    direct float64 -> half conversion is a compiler-rt call that a JIT cannot resolve."""
-    b = L.b
-    t = b.fptrunc(x, L.t(F32))
-    back = b.fpext(t, L.t(F64))
-    bits = b.bitcast(t, L.t(I32))
-    away = b.fcmp_ordered(">", L.intrinsic("fabs", [back]), L.intrinsic("fabs", [x]))
-    toward_zero = b.select(away, b.sub(bits, L.of(1, I32)), bits)
-    odd = b.bitcast(b.or_(toward_zero, L.of(1, I32)), L.t(F32))
-    return b.select(b.fcmp_unordered("==", back, x), t, odd)
-
-
-def cast(L, x, src, dst):
-    b = L.b
-    ts, td = compute_type(src), compute_type(dst)
-    if src == dst:
-        return x
-    if dst == dt.bool_:
-        if _is_float(src):
-            return b.fcmp_unordered("!=", x, L.of(0.0, ts))
-        return b.icmp_unsigned("!=", x, L.of(0, ts))
-    if src == dt.bool_:
-        return b.uitofp(x, L.t(td)) if _is_float(dst) else b.zext(x, L.t(td))
-    if _is_float(src) and _is_float(dst):
-        if ts == td:
-            return x
-        wider = {HALF: 1, F32: 2, F64: 3}
-        if ts == F64 and td == HALF:
-            return b.fptrunc(_to_f32_odd(L, x), L.t(HALF))
-        return (b.fpext if wider[td] > wider[ts] else b.fptrunc)(x, L.t(td))
-    if _is_float(src):  # float -> int: through a C-style conversion, as NumPy does on x86
-        if dst == dt.uint64 and ts == HALF:
-            return b.fptosi(x, L.t(I64))
-        if dst == dt.uint64:  # below 2^63 through int64, as x86 code for a C cast does
-            big = b.fcmp_ordered(">=", x, L.of(2.0 ** 63, ts))
-            return b.select(big, b.fptoui(x, L.t(I64)), b.fptosi(x, L.t(I64)))
-        via = I64 if dst == dt.uint32 or td.width == 64 else I32
-        v = b.fptosi(x, L.t(via))
-        return v if via == td else b.trunc(v, L.t(td))
-    if _is_float(dst):
-        return (b.sitofp if src in SIGNED_INTS else b.uitofp)(x, L.t(td))
-    return _int_resize(L, x, src, td)
-
-
-__all__ = ["OPS", "Lanes", "apply", "cast", "compute_type", "storage_dtype", "supports"]
+__all__ = ["OPS", "Lanes", "apply", "compute_type", "lanes_loop", "op", "storage_dtype", "supports"]

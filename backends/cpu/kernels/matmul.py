@@ -20,7 +20,7 @@ from glow.ir.instr import Expr
 from ..codegen import cpu_kernel, has_ltype, ltype, weight_data
 from ..irutil import F32, I64, PTR, KernelBuilder
 from . import epilogue as ep
-from .gemm import GemmShape, emit_gemm, pack_b
+from .gemm import GemmShape, choose_tile, emit_gemm, pack_b
 
 MAX_PACKED_BYTES = 1 << 31  # constant B beyond this is read in place rather than duplicated
 
@@ -43,19 +43,20 @@ def matmul_shape(a_shape, b_shape, packed: bool) -> tuple[GemmShape, bool]:
     a = (1,) + tuple(a_shape) if len(a_shape) == 1 else tuple(a_shape)
     b = tuple(b_shape) + (1,) if len(b_shape) == 1 else tuple(b_shape)
     M, K, N = a[-2], a[-1], b[-1]
+    mr, nv = choose_tile(N)
     if all(d == 1 for d in b[:-2]):  # one B: A's batch rows are just more rows
-        return GemmShape(int(np.prod(a[:-1])), N, K, packed=packed), True
+        return GemmShape(int(np.prod(a[:-1])), N, K, packed=packed, mr=mr, nv=nv), True
     rank = max(len(a), len(b)) - 2
     ab, bb = (1,) * (rank - len(a) + 2) + a[:-2], (1,) * (rank - len(b) + 2) + b[:-2]
     batch = tuple(max(x, y) for x, y in zip(ab, bb))
     sa, sb = _strides(ab, M * K), _strides(bb, 1 if packed else K * N)
     a_b = tuple(0 if ab[i] == 1 else sa[i] for i in range(rank))
     b_b = tuple(0 if bb[i] == 1 else sb[i] for i in range(rank))
-    return GemmShape(M, N, K, batch, a_b, b_b, packed=packed), False
+    return GemmShape(M, N, K, batch, a_b, b_b, packed=packed, mr=mr, nv=nv), False
 
 
-def _pack(b2d: np.ndarray) -> np.ndarray:
-    return pack_b(np.asarray(b2d, np.float32))
+def _pack(b2d: np.ndarray, nr: int) -> np.ndarray:
+    return pack_b(np.asarray(b2d, np.float32), nr)
 
 
 def _packable(b) -> bool:
@@ -95,7 +96,8 @@ def emit_matmul(cg, instr):
     s, single = matmul_shape(a.type.shape, b.type.shape, packed)
     if packed:
         mats = np.asarray(data, np.float32).reshape((-1, s.K, s.N))
-        bp = cg.weight(_pack(mats[0]) if single else np.concatenate([_pack(m).reshape(-1) for m in mats]))
+        bp = cg.weight(_pack(mats[0], s.nr) if single
+                       else np.concatenate([_pack(m, s.nr).reshape(-1) for m in mats]))
     else:
         bp = cg.ptr(b)
     rows = int(np.prod(out.type.shape[:-1])) if len(out.type.shape) > 1 else 1
@@ -194,15 +196,16 @@ def emit_gemm_op(cg, instr):
     K = a.type.shape[1]
     alpha, beta = instr.attrs.get("alpha", 1.0), instr.attrs.get("beta", 1.0)
     node_c = _gemm_c_kind(_InstrView(instr))
+    mr, nv = choose_tile(N)
     data = weight_data(b)
     if data is not None and b.type.nbytes <= MAX_PACKED_BYTES:
         bm = np.asarray(data, np.float32)
         bm = bm.T if instr.attrs.get("transB", 0) else bm
-        bp = cg.weight(_pack(bm * np.float32(alpha) if alpha != 1.0 else bm))
-        s = GemmShape(M, N, K, packed=True)
+        s = GemmShape(M, N, K, packed=True, mr=mr, nv=nv)
+        bp = cg.weight(_pack(bm * np.float32(alpha) if alpha != 1.0 else bm, s.nr))
     else:
         bp = cg.ptr(b)
-        s = GemmShape(M, N, K, packed=False)
+        s = GemmShape(M, N, K, packed=False, mr=mr, nv=nv)
     bias = None
     if node_c == "bias":
         c = np.asarray(weight_data(instr.inputs[2]), np.float32).reshape(-1)

@@ -6,9 +6,8 @@ lowers to MatMul + Add for it, and everything that cannot reach these four ops (
 reshapes, ...) is placed on another device by the partitioner.
 """
 
-import numpy as np
-
 import glow
+import numpy as np
 
 from .kernels import KERNELS
 
@@ -48,12 +47,13 @@ class ExampleBackend(glow.Backend):
                                     f"{device.id} has {device.memory_bytes}")
         return ExampleExecutable(graph)
 
-    # Transfers: the device's memory is simulated by private copies of the arrays.
+    # Transfers (used by the partitioner's runtime around `run_device`): device memory is simulated
+    # by private copies of the arrays; a real device would allocate and copy here.
     def to_device(self, array, device):
         return np.array(array, copy=True)
 
     def to_host(self, handle, device):
-        return np.asarray(handle)
+        return np.array(handle, copy=True)
 
 
 class ExampleExecutable(glow.Executable):
@@ -62,6 +62,10 @@ class ExampleExecutable(glow.Executable):
     def __init__(self, graph):
         super().__init__(graph)
         self.steps = [(KERNELS[n.op.name], n.inputs, n.outputs[0].name, dict(n.attrs)) for n in graph.nodes]
+
+    def run_device(self, handles):
+        """Inputs already in device memory (see `to_device`); outputs stay there (see `to_host`)."""
+        return self._run(handles)
 
     def _run(self, feeds):
         env = dict(feeds)

@@ -1,0 +1,192 @@
+"""The CPU backend's speed kernels against the reference: Gemm/MatMul on the packed micro-kernel,
+convolutions (NHWC through layout.py, and NCHW when the graph is not optimised), fused epilogues,
+pooling, Softmax/LogSoftmax and LayerNormalization, on one and two threads."""
+
+import glow
+import numpy as np
+import pytest
+from glow import dtypes as dt
+from glow.graph import GraphBuilder
+
+pytest.importorskip("llvmlite")
+
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def build(fn, *inputs):
+    b = GraphBuilder("t")
+    vals = [b.input(n, dt.tensor(s, "float32")) for n, s in inputs]
+    outs = fn(b, *vals)
+    return b.build(outs if isinstance(outs, (list, tuple)) else [outs])
+
+
+def agree(graph, feeds, threads=(1, 2), optimize=True, rtol=1e-4, atol=1e-5):
+    want = glow.compile(graph, "reference").run(feeds)
+    for t in threads:
+        got = glow.compile(graph, "cpu", threads=t, optimize=optimize).run(feeds)
+        for k, v in want.items():
+            np.testing.assert_allclose(got[k], v, rtol=rtol, atol=atol, err_msg=f"{k}, {t} thread(s)")
+
+
+def program_ops(graph):
+    """Op names in the graph the CPU backend compiles (after layout and fusion)."""
+    from glow.api import optimize_for_backend
+    from glow.plugins import registry
+
+    g = optimize_for_backend(graph, registry().get("cpu"))
+    ops = []
+    for n in g.nodes:
+        ops.append(n.op.name)
+        if n.op.name in ("FusedKernel", "FusedElementwise"):
+            ops += [m.op.name for m in n.attrs["body"].nodes]
+    return ops
+
+
+# -- Gemm / MatMul ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("m,k,n", [(1, 300, 70), (64, 784, 512), (15, 33, 32), (29, 8, 100)])
+@pytest.mark.parametrize("trans_b,alpha,beta,c_shape", [
+    (0, 1.0, 1.0, "row"), (1, 0.5, 2.0, "row"), (1, 1.0, 1.0, "scalar"), (0, 1.0, 1.0, "full"),
+    (0, 2.0, 0.0, "row"), (0, 1.0, 1.0, None)])
+def test_gemm(m, k, n, trans_b, alpha, beta, c_shape):
+    b_ = rand(n, k) if trans_b else rand(k, n)
+    c = {"row": rand(n), "scalar": rand(1), "full": rand(m, n), None: None}[c_shape]
+
+    def fn(b, a, *rest):
+        ins = [a, b.constant(b_)] + ([] if c is None else [rest[0] if c_shape == "full" else b.constant(c)])
+        y = b.add1("Gemm", ins, {"transB": trans_b, "alpha": alpha, "beta": beta})
+        return b.add1("Relu", [y])
+
+    inputs = [("a", (m, k))] + ([("c", (m, n))] if c_shape == "full" else [])
+    feeds = {"a": rand(m, k) / np.float32(np.sqrt(k))} | ({"c": c} if c_shape == "full" else {})
+    agree(build(fn, *inputs), feeds)  # outputs of order 1: float32 sums of k terms agree to ~1e-6
+
+
+def test_gemm_with_runtime_b_reads_it_in_place():
+    g = build(lambda b, a, w: b.add1("Gemm", [a, w, b.constant(rand(45))]), ("a", (17, 40)), ("w", (40, 45)))
+    agree(g, {"a": rand(17, 40), "w": rand(40, 45)})
+
+
+@pytest.mark.parametrize("a_shape,b_shape,const_b", [
+    ((1, 128, 256), (256, 256), True),  # batch rows fold into M
+    ((4, 30, 16), (4, 16, 50), False),  # batched runtime B (attention)
+    ((2, 3, 20, 17), (1, 3, 17, 40), True),  # broadcast batch, packed per batch
+    ((2, 3, 20, 17), (3, 17, 40), False),
+    ((7,), (7, 33), True), ((5, 6), (6,), False)])
+def test_matmul_shapes(a_shape, b_shape, const_b):
+    w = rand(*b_shape)
+    g = build(lambda b, a, *r: b.add1("MatMul", [a, b.constant(w) if const_b else r[0]]),
+              ("a", a_shape), *([] if const_b else [("w", b_shape)]))
+    agree(g, {"a": rand(*a_shape)} | ({} if const_b else {"w": w}))
+
+
+def test_matmul_bias_and_gelu_epilogue_runs_in_the_kernel():
+    w, bias = rand(64, 96), rand(96)
+
+    def fn(b, x):
+        h = b.add1("Add", [b.add1("MatMul", [x, b.constant(w)]), b.constant(bias)])
+        e = b.add1("Erf", [b.add1("Div", [h, b.constant(np.float32(np.sqrt(2)))])])
+        return b.add1("Mul", [b.add1("Mul", [h, b.add1("Add", [e, b.constant(np.float32(1))])]),
+                              b.constant(np.float32(0.5))])
+
+    g = build(fn, ("x", (1, 50, 64)))
+    assert "FusedKernel" in program_ops(g)
+    agree(g, {"x": rand(1, 50, 64)})
+
+
+# -- convolutions -----------------------------------------------------------------------------------
+
+CONVS = [  # (cin, hw, cout, k, stride, pads, dilation, group)
+    (3, 17, 20, 3, 1, (1, 1, 1, 1), 1, 1),
+    (16, 9, 40, 1, 2, (0, 0, 0, 0), 1, 1),
+    (8, 12, 12, 3, 2, (0, 1, 1, 2), 2, 2),
+    (24, 10, 24, 3, 1, (1, 1, 1, 1), 1, 24),  # depthwise
+    (20, 7, 20, 5, 2, (2, 2, 2, 2), 1, 20),  # depthwise, channels not a multiple of 16
+    (32, 6, 48, 3, 1, (0, 0, 0, 0), 1, 4),
+]
+
+
+@pytest.mark.parametrize("spec", CONVS)
+@pytest.mark.parametrize("optimize", [True, False])
+def test_conv(spec, optimize):
+    cin, hw, cout, k, s, pads, d, grp = spec
+    w, bias = rand(cout, cin // grp, k, k), rand(cout)
+    attrs = {"kernel_shape": (k, k), "strides": (s, s), "pads": pads, "dilations": (d, d), "group": grp}
+    g = build(lambda b, x: b.add1("Conv", [x, b.constant(w), b.constant(bias)], attrs), ("x", (2, cin, hw, hw)))
+    agree(g, {"x": rand(2, cin, hw, hw)}, optimize=optimize)
+
+
+def test_conv_auto_pad_same_and_no_bias():
+    w = rand(8, 4, 3, 3)
+    g = build(lambda b, x: b.add1("Conv", [x, b.constant(w)], {"auto_pad": "SAME_UPPER", "strides": (2, 2)}),
+              ("x", (1, 4, 11, 11)))
+    agree(g, {"x": rand(1, 4, 11, 11)})
+
+
+@pytest.mark.parametrize("act", ["Relu", "Clip", "Sigmoid", "residual"])
+def test_conv_epilogues(act):
+    w, bias = rand(32, 16, 3, 3), rand(32)
+
+    def fn(b, x, skip):
+        y = b.add1("Conv", [x, b.constant(w), b.constant(bias)], {"pads": (1, 1, 1, 1)})
+        if act == "Clip":
+            return b.add1("Clip", [y, b.constant(np.float32(0)), b.constant(np.float32(6))])
+        if act == "residual":
+            return b.add1("Relu", [b.add1("Add", [y, skip])])
+        return b.add1(act, [y])
+
+    g = build(fn, ("x", (1, 16, 14, 14)), ("skip", (1, 32, 14, 14)))
+    assert "ConvNHWC" in program_ops(g)
+    agree(g, {"x": rand(1, 16, 14, 14), "skip": rand(1, 32, 14, 14)})
+
+
+# -- pooling ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op,attrs", [
+    ("MaxPool", {"kernel_shape": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}),
+    ("MaxPool", {"kernel_shape": (2, 2), "strides": (2, 2), "ceil_mode": 1}),
+    ("AveragePool", {"kernel_shape": (3, 3), "strides": (1, 1), "pads": (1, 1, 1, 1)}),
+    ("AveragePool", {"kernel_shape": (3, 3), "strides": (2, 2), "pads": (1, 0, 1, 1), "count_include_pad": 1,
+                     "ceil_mode": 1}),
+    ("GlobalAveragePool", {}),
+])
+@pytest.mark.parametrize("channels", [16, 21])
+def test_pools(op, attrs, channels):
+    def fn(b, x):  # a conv in front, so the pool runs NHWC
+        y = b.add1("Conv", [x, b.constant(rand(channels, 3, 1, 1))])
+        return b.add1(op, [y], attrs)
+
+    g = build(fn, ("x", (2, 3, 11, 10)))
+    agree(g, {"x": rand(2, 3, 11, 10)})
+    agree(g, {"x": rand(2, 3, 11, 10)}, optimize=False, threads=(2,))
+
+
+# -- Softmax, LogSoftmax, LayerNormalization ----------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("shape", [(3, 10), (2, 4, 128), (1, 1000), (5, 17)])
+def test_softmax(op, shape):
+    x = rand(*shape) * 5
+    x[0, ..., 1] = -np.inf
+    g = build(lambda b, v: b.add1(op, [v], {"axis": -1}), ("x", shape))
+    assert op in program_ops(g)
+    agree(g, {"x": x})
+
+
+@pytest.mark.parametrize("shape,axis,bias", [((2, 128, 256), -1, True), ((3, 5, 7), 1, False),
+                                             ((4, 33), -1, True)])
+def test_layer_norm(shape, axis, bias):
+    norm = shape[axis % len(shape):]
+    scale, b_ = rand(*norm), rand(*norm)
+
+    def fn(b, x):
+        ins = [x, b.constant(scale)] + ([b.constant(b_)] if bias else [])
+        return b.add1("LayerNormalization", ins, {"axis": axis, "epsilon": 1e-5})
+
+    g = build(fn, ("x", shape))
+    assert "LayerNormalization" in program_ops(g)
+    agree(g, {"x": rand(*shape) * 3 + 1})
