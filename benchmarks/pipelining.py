@@ -7,7 +7,9 @@ request when the previous one returns):
   * plain    glow.compile(model, backend): the single-device executable, no runtime around it;
   * 1 device the multi-device runtime with one device holding the whole model (all threads);
   * 2 devices the model cut into two balanced pipeline stages (objective "throughput") on two
-             logical devices of the same backend, the threads split between them.
+             logical devices of the same backend, the threads split between them;
+  * 2 calibrated  the same, with the stages re-balanced by measured partition times
+             (glow.partition.calibrate: the roofline estimates balance FLOPs, not wall time).
 Each at 1 and 8 concurrent clients. With one client the stages of a request run one after the
 other, so splitting cannot help (it adds a hand-off); with 8, request k+1's first stage runs while
 request k's second runs, so two stages on two devices can approach twice the single-device rate
@@ -24,9 +26,8 @@ import threading
 import time
 from dataclasses import replace
 
-import numpy as np
-
 import glow
+import numpy as np
 from glow.partition import compile_partitioned
 from glow.plugins import registry
 from glow.testing.models import light_models
@@ -71,6 +72,9 @@ def measure(case, backend: str, requests: int, threads: int, rounds: int) -> lis
         "2 devices": compile_partitioned(
             case.model_path, [logical(backend, "a", half), logical(backend, "b", max(1, threads - half))],
             objective="throughput"),
+        "2 calibrated": compile_partitioned(
+            case.model_path, [logical(backend, "a", half), logical(backend, "b", max(1, threads - half))],
+            objective="throughput", calibrate=feeds[0], calibration_rounds=2),
     }
     for label, exe in exes.items():
         exe.run(feeds[0])  # compile on first run (JIT backends), warm caches
@@ -124,7 +128,7 @@ def main(argv=None) -> int:
         print(f"\nmedians of {args.rounds} rounds (load average {os.getloadavg()[0]:.1f}):")
         print("| config | 1 client req/s | 8 clients req/s | 8 clients vs 1 device | device busy at 8 |")
         print("|---|---|---|---|---|")
-        for label in ("plain", "1 device", "2 devices"):
+        for label in ("plain", "1 device", "2 devices", "2 calibrated"):
             r = {x["clients"]: x["rps"] for x in rows if x["config"] == label}
             b = ", ".join(f"{k} {v:.0%}" for k, v in busy[label].items()) or "-"
             print(f"| {label} | {r[1]:.2f} | {r[8]:.2f} | {r[8] / base[8]:.2f}x | {b} |")

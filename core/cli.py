@@ -127,6 +127,7 @@ def _backend_author_commands(sub):
                     help="device for the nodes of a light model the backend cannot run ('none': skip "
                     "such models; default: reference)")
     cf.add_argument("--known-failures", metavar="FILE", help="expected failures: 'check id  # reason' lines")
+    cf.add_argument("--jobs", "-j", type=int, default=1, help="run the checks in this many processes")
     cf.add_argument("--json", action="store_true", help="print the report as JSON")
     cf.set_defaults(func=cmd_conformance)
 
@@ -147,6 +148,8 @@ def cmd_conformance(args) -> int:
     from .testing.conformance import read_known_failures, run_conformance
 
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    if args.jobs < 1:
+        raise InputError("--jobs must be at least 1")
     known = read_known_failures(args.known_failures) if args.known_failures else None
     tty = sys.stderr.isatty()
 
@@ -156,7 +159,7 @@ def cmd_conformance(args) -> int:
 
     report = run_conformance(args.backend, sections=sections, pattern=args.filter, native=args.native,
                              fallback=None if args.fallback == "none" else args.fallback,
-                             known_failures=known, progress=progress)
+                             known_failures=known, progress=progress, jobs=args.jobs)
     if tty:
         print("\r" + " " * 100 + "\r", end="", file=sys.stderr)
     if args.json:

@@ -63,6 +63,21 @@ def chain_model(n=8, width=64, seed=0):
                       inits, name="chain")
 
 
+def mixed_chain_model(n=8, width=32, seed=0):
+    """Like chain_model, but the first half of the blocks ends in Tanh, the second half in Relu."""
+    rng = np.random.default_rng(seed)
+    nodes, inits, x = [], [], "x"
+    for i in range(n):
+        act = "Tanh" if i < n // 2 else "Relu"
+        inits += [_w(rng, f"w{i}", width, width), _w(rng, f"b{i}", width)]
+        nodes += [helper.make_node("MatMul", [x, f"w{i}"], [f"m{i}"], name=f"mm{i}"),
+                  helper.make_node("Add", [f"m{i}", f"b{i}"], [f"a{i}"], name=f"add{i}"),
+                  helper.make_node(act, [f"a{i}"], [f"y{i}"], name=f"act{i}")]
+        x = f"y{i}"
+    return make_model(nodes, [("x", TensorProto.FLOAT, [1, width])], [(x, TensorProto.FLOAT, [1, width])],
+                      inits, name="mixed_chain")
+
+
 def inputs_for(model, seed):
     rng = np.random.default_rng(seed)
     feeds = {}
@@ -101,7 +116,7 @@ class ScriptedExecutable(Executable):
         try:
             if any(np.isnan(v).any() for v in feeds.values() if isinstance(v, np.ndarray)):
                 raise FloatingPointError("NaN input (scripted failure)")
-            time.sleep(be.delay_s)
+            time.sleep(be.delay_s + sum(be.op_delay_s.get(n.op.name, 0.0) for n in self.graph.nodes))
             return run_graph(self.graph, feeds, check=False)
         finally:
             with be.lock:
@@ -109,13 +124,15 @@ class ScriptedExecutable(Executable):
 
 
 class ScriptedBackend(Backend):
-    """Runs graphs with the reference interpreter after `delay_s` of sleep (which releases the GIL,
-    like a device kernel); raises when an input holds a NaN."""
+    """Runs graphs with the reference interpreter after `delay_s` (plus `op_delay_s[op]` per node
+    of that op) of sleep, which releases the GIL like a device kernel; raises when an input holds
+    a NaN."""
 
     name = "scripted"
 
-    def __init__(self, delay_s=0.0):
+    def __init__(self, delay_s=0.0, op_delay_s=None):
         self.delay_s = delay_s
+        self.op_delay_s = dict(op_delay_s or {})
         self.lock = threading.Lock()
         self.concurrent = {}
         self.peak = 0
@@ -137,6 +154,6 @@ class ScriptedBackend(Backend):
         return np.array(handle)
 
 
-def scripted_targets(k=2, delay_s=0.0, **figures):
-    be = ScriptedBackend(delay_s)
+def scripted_targets(k=2, delay_s=0.0, op_delay_s=None, **figures):
+    be = ScriptedBackend(delay_s, op_delay_s)
     return [Target(f"s{i}", Device("scripted", f"s{i}", **figures), be) for i in range(k)], be

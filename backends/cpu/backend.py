@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
@@ -30,24 +31,51 @@ BOXED_TYPES = (dt.string, dt.complex64, dt.complex128)
 
 def _deferred(node) -> bool:
     """A node whose shapes or kernel arguments only *input values* decide (a dynamic batch, pads
-    or axes fed as small integer inputs): left alone now and compiled when the runtime
-    specialises the graph on its inputs. A node whose shape depends on tensor *data* (NonZero of
-    an activation) is not deferred: that is refused at compile time."""
+    or axes fed as small integer inputs, a window length): left alone now and compiled (lowered,
+    folded) when the runtime specialises the graph on its inputs. A node whose shape depends on
+    tensor *data* (NonZero of an activation) is not deferred: that is refused at compile time."""
     if not node.op.pure or is_host_op(node.op):
         return False
     values = [v for v in node.inputs if v is not None]
-    fed = [v for v in values if not v.is_constant and codegen.value_input(v)]
-    if all(v.is_constant or v in fed for v in values):
-        # everything is (or will be) a constant: constant folding takes the node after specialising
-        return any(not v.type.is_static for v in node.outputs) or bool(fed)
+    if all(value_determined(v) for v in values):
+        return True  # a constant once the graph is specialised: folding takes it
     if (node.op.domain, node.op.name) not in codegen.load_kernels() and not rule_for(node.op.name,
                                                                                      node.op.domain):
         return False
     if any(not v.type.is_static for v in values):
         return True
-    if any(not v.type.is_static for v in node.outputs):
-        return bool(fed)
-    return any(v.type.dtype in (dt.int64, dt.int32) for v in fed)
+    fed = [v for v in values if not v.is_constant and value_determined(v)]
+    return any(not v.type.is_static for v in node.outputs) and bool(fed) or any(
+        v.type.dtype in (dt.int64, dt.int32) for v in fed)
+
+
+def value_determined(v, limit: int = 10_000) -> bool:
+    """Whether a value is known once small integer graph inputs are (glow.specialize makes those
+    constants): constants, such inputs, and pure ops of them only, however deep."""
+    seen: dict[int, bool] = {}
+    stack = [v]
+    while stack and len(seen) < limit:
+        x = stack[-1]
+        if x is None or x.is_constant:
+            seen[id(x)] = True
+        elif x.node is None:
+            t = x.type
+            seen[id(x)] = (isinstance(t, dt.TensorType) and t.is_static and t.dtype in (dt.int64, dt.int32)
+                           and t.numel <= 64)
+        else:
+            n = x.node
+            if not n.op.pure or is_host_op(n.op) or n.captures:
+                seen[id(x)] = False
+            else:
+                todo = [i for i in n.inputs if i is not None and id(i) not in seen]
+                if todo:
+                    stack.extend(todo)
+                    continue
+                seen[id(x)] = all(seen[id(i)] for i in n.inputs if i is not None)
+        stack.pop()
+        if not seen[id(x)]:
+            return False
+    return bool(seen.get(id(v), False))
 
 
 def _plain_node(node) -> bool:
@@ -75,8 +103,17 @@ class CpuBackend(Backend):
             raise BackendError(f"llvmlite cannot target this CPU: {e}") from e
 
     # -- what runs natively ----------------------------------------------------------------------
+    #: Leave nodes that specialisation will settle for later (off for specialised graphs).
+    defer = True
+
     def supports(self, node) -> bool:
-        return self.runs_now(node) or (_plain_node(node) and _deferred(node))
+        return self.runs_now(node) or (self.defer and _plain_node(node) and _deferred(node))
+
+    def specialised(self) -> CpuBackend:
+        """This backend for graphs already specialised: nothing is deferred any more."""
+        b = copy.copy(self)
+        b.defer = False
+        return b
 
     def runs_now(self, node) -> bool:
         """Whether a kernel takes `node` as it is (no specialisation needed)."""

@@ -224,6 +224,7 @@ class Codegen:
         self._weight_at: dict[int, int] = {}
         self._operand_of: dict[int, object] = {}  # id(pointer value) -> operand (for noalias)
         self._shared: dict = {}
+        self._shared_fns: set[int] = set()  # called more than once: never marked noalias
         self.instr: Instr | None = None
         self.index = 0
         slots = [self.b.load(self.entry.ptr(ctx, i, PTR), typ=PTR) for i in range(
@@ -278,12 +279,14 @@ class Codegen:
         fn = self._shared.get(key)
         if fn is None:
             fn = self._shared[key] = make()
+            self._shared_fns.add(id(fn))
         return fn
 
     def call(self, fn, args, single: bool = False):
         """Call a kernel from the entry; `single`: on thread 0 only. Pointer arguments whose
-        operands overlap no other argument are marked noalias (the kernel is called once)."""
-        self._mark_noalias(fn, args)
+        operands overlap no other argument are marked noalias (unless the kernel is shared)."""
+        if id(fn) not in self._shared_fns:
+            self._mark_noalias(fn, args)
         if not single:
             return self.b.call(fn, args)
         with self.b.if_then(self.b.icmp_signed("==", self.tid, self.entry.i64(0))):

@@ -102,6 +102,7 @@ class CpuExecutable(Executable):
         from .backend import default_threads
 
         self.backend, self.native = backend, options.native
+        self._static = backend.specialised()
         self.threads = options.threads or default_threads()
         self._programs: dict = {}
         self._lock = threading.Lock()
@@ -141,12 +142,12 @@ class CpuExecutable(Executable):
             else:
                 g, rest, used_values = specialize_static(self._source, feeds)
             try:
-                program = NativeProgram(optimize_for_backend(g, self.backend, self.native), self.threads)
+                program = NativeProgram(optimize_for_backend(g, self._static, self.native), self.threads)
             except codegen.NeedsConstant:
                 if used_values:
                     raise
                 (g, rest), used_values = specialize(self._source, feeds, values=True), True
-                program = NativeProgram(optimize_for_backend(g, self.backend, self.native), self.threads)
+                program = NativeProgram(optimize_for_backend(g, self._static, self.native), self.threads)
             if len(self._programs) >= MAX_SIGNATURES:
                 self._programs.clear()  # a model fed ever-new shapes: keep memory bounded
             if used_values and not self._values:

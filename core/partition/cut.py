@@ -57,9 +57,10 @@ class Transfer:
     est_time_s: float
 
 
-def cut(graph: Graph, targets: list[Target], assign: np.ndarray,
-        build: bool = True) -> tuple[list[Partition], list[Transfer]]:
-    """Partitions (with their sub-graphs when `build`) and the transfers between them."""
+def cut(graph: Graph, targets: list[Target], assign: np.ndarray, build: bool = True,
+        times: np.ndarray | None = None) -> tuple[list[Partition], list[Transfer]]:
+    """Partitions (with their sub-graphs when `build`) and the transfers between them.
+    `times[i]`: node i's time on its device (default: the roofline estimate)."""
     where = {id(n): int(assign[i]) for i, n in enumerate(graph.nodes)}
     producer = {id(o): n for n in graph.nodes for o in n.outputs}
     stage: dict[int, int] = {}
@@ -74,10 +75,11 @@ def cut(graph: Graph, targets: list[Target], assign: np.ndarray,
     index = {k: i for i, k in enumerate(keys)}
     parts = [Partition(i, targets[d], s, [], [], []) for i, (s, d) in enumerate(keys)]
     part_of: dict[int, int] = {}
-    for n in graph.nodes:
+    for i, n in enumerate(graph.nodes):
         pi = index[(stage[id(n)], where[id(n)])]
         parts[pi].nodes.append(n)
         part_of[id(n)] = pi
+        parts[pi].est_time_s += float(times[i]) if times is not None else node_time(n, targets[where[id(n)]])
     _connect(graph, parts, part_of, producer)
     for p in parts:
         if build:
@@ -124,8 +126,8 @@ def _subgraph(graph: Graph, p: Partition) -> Graph:
 
 
 def _measure(p: Partition):
-    """Weights, peak live activations (inputs freed after their last reader, outputs kept to the
-    end) and estimated time of one partition."""
+    """Weights and peak live activations (inputs freed after their last reader, outputs kept to
+    the end) of one partition."""
     last: dict[int, int] = {}
     for i, n in enumerate(p.nodes):
         for v in n.all_inputs:
@@ -147,7 +149,6 @@ def _measure(p: Partition):
             if id(o) not in last and id(o) not in keep:
                 live.pop(id(o), None)
     p.peak_activation_bytes = int(peak)
-    p.est_time_s = float(sum(node_time(n, p.target) for n in p.nodes))
 
 
 def _transfers(graph, parts, part_of, producer) -> list[Transfer]:
@@ -162,7 +163,8 @@ def _transfers(graph, parts, part_of, producer) -> list[Transfer]:
         src = producer.get(id(v))
         if src is not None:
             sp = part_of[id(src)]
-            out.append(Transfer(v.name, value_bytes(v), sp, None, transfer_time(value_bytes(v), parts[sp].target, None)))
+            nbytes = value_bytes(v)
+            out.append(Transfer(v.name, nbytes, sp, None, transfer_time(nbytes, parts[sp].target, None)))
     return out
 
 

@@ -158,4 +158,6 @@ def fmt_time(seconds: float) -> str:
         return f"{seconds:.2f} s"
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.2f} ms"
-    return f"{seconds * 1e6:.1f} us"
+    if seconds >= 1e-7:
+        return f"{seconds * 1e6:.1f} us"
+    return f"{seconds * 1e9:.1f} ns"

@@ -69,8 +69,9 @@ class Placement:
 
 
 def place(graph: Graph, targets: list[Target], *, pins=None, bans=None, strict: bool = False,
-          objective: str = "latency") -> Placement:
-    """Place every node of an (optimised) graph on one of `targets` and cut the result."""
+          objective: str = "latency", time_scale: np.ndarray | None = None) -> Placement:
+    """Place every node of an (optimised) graph on one of `targets` and cut the result.
+    `time_scale[i, j]` multiplies node i's estimated time on device j (calibration.py)."""
     if objective not in OBJECTIVES:
         raise PartitionError(f"unknown objective '{objective}' (expected one of {', '.join(OBJECTIVES)})")
     names = [t.name for t in targets]
@@ -80,7 +81,10 @@ def place(graph: Graph, targets: list[Target], *, pins=None, bans=None, strict: 
     pinned = resolve_pins(graph, targets, pins)
     banned = resolve_bans(graph, targets, bans)
     allowed = allowed_matrix(graph, targets, feas, pinned, banned, strict)
-    problem = Problem(CostTable.build(graph, targets, allowed), allowed)
+    table = CostTable.build(graph, targets, allowed)
+    if time_scale is not None:
+        table.time = table.time * time_scale
+    problem = Problem(table, allowed)
     _check_total_memory(problem, graph)
     assign = None
     if objective == "throughput" and len(targets) > 1:
@@ -93,14 +97,15 @@ def place(graph: Graph, targets: list[Target], *, pins=None, bans=None, strict: 
             assign = _spread(problem)
         assign = refine(problem, assign)
     assign = fit_memory(problem, graph, assign)
-    parts, transfers = cut(graph, targets, assign)
+    parts, transfers = cut(graph, targets, assign, times=problem.time[np.arange(problem.n), assign])
     usage = device_usage(parts, targets)
     reasons = explain(problem, graph, assign, feas, pinned, objective)
     load = problem.load(assign)
     return Placement(graph, targets, objective, {n.name: targets[int(assign[i])].name
                                                  for i, n in enumerate(graph.nodes)},
                      reasons, parts, transfers, usage, problem.total(assign),
-                     problem.transfer_total(assign), float(load.max()) if len(load) else 0.0)
+                     problem.transfer_total(assign), float(load.max()) if len(load) else 0.0,
+                     {"pins": pins, "bans": bans, "strict": strict, "time_scale": time_scale})
 
 
 def _check_total_memory(p: Problem, graph: Graph):

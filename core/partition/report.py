@@ -54,9 +54,10 @@ def _end(pl, index) -> str:
 
 
 def to_text(pl) -> str:
+    calibrated = ", calibrated by measurement" if pl.meta.get("time_scale") is not None else ""
     lines = [f"placement of '{pl.graph.name}' ({len(pl.graph.nodes)} nodes) on {len(pl.targets)} "
-             f"device(s), objective {pl.objective}: estimated {fmt_time(pl.est_time_s)} per request "
-             f"(transfers {fmt_time(pl.est_transfer_s)}; busiest device {fmt_time(pl.est_bottleneck_s)})",
+             f"device(s), objective {pl.objective}{calibrated}: estimated {fmt_time(pl.est_time_s)} per "
+             f"request (transfers {fmt_time(pl.est_transfer_s)}; busiest device {fmt_time(pl.est_bottleneck_s)})",
              "", "devices:"]
     for t, u in zip(pl.targets, pl.usage):
         cap = "no cap" if t.memory_bytes is None else f"cap {fmt_bytes(t.memory_bytes)}"

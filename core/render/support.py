@@ -25,6 +25,8 @@ def is_dynamic(node) -> bool:
     values = [v for v in (*node.all_inputs, *node.outputs) if v is not None]
     if not all(isinstance(v.type, dt.TensorType) for v in values):
         return False
+    if node.op.has_subgraphs and all(v.type.is_static for v in node.all_inputs if v is not None):
+        return False  # control flow over static inputs: its lowering rule unrolls it if it can
     return any(not v.type.is_static for v in values)
 
 

@@ -167,31 +167,51 @@ def emit_conv(make_kb, g: ConvGeometry, epilogue=None, extra_args: int = 0, *, h
     return kb.finish()
 
 
+#: Output pixels along a row that a depthwise kernel computes together (independent FMA chains).
+DW_BLOCK = 4
+
+
 def _emit_depthwise(kb, g: ConvGeometry, inp, wp, out, tid, nth, epi: Epilogue):
-    """out[p, c] = sum over taps of in[p + tap, c] * w[tap, c]: vectors of 16 channels."""
+    """out[p, c] = sum over taps of in[p + tap, c] * w[tap, c], 16 channels per vector.
+
+    Work items are (image, output row, channel vector). An item loads its kh*kw weight vectors
+    once, then walks the row DW_BLOCK pixels at a time: DW_BLOCK independent accumulators, so the
+    FMAs overlap instead of waiting on one chain (4x the single-pixel loop's throughput)."""
     b = kb.b
     C = g.cin
-    P = g.n * g.ho * g.wo
-    lo, hi = split_range(kb, P, tid, nth)
+    nvec = -(-C // VEC)
+    lo, hi = split_range(kb, g.n * g.ho * nvec, tid, nth)
     chunks = [(c0, min(VEC, C - c0)) for c0 in range(0, C, VEC)]
-    with kb.loop(lo, hi, name="p") as p:
-        n_ = b.udiv(p, kb.i64(g.ho * g.wo))
-        rem = b.urem(p, kb.i64(g.ho * g.wo))
-        oy = b.udiv(rem, kb.i64(g.wo))
-        ox = b.urem(rem, kb.i64(g.wo))
-        base = b.add(b.mul(b.add(b.mul(n_, kb.i64(g.hp)), b.mul(oy, kb.i64(g.sh))), kb.i64(g.wp)),
-                     b.mul(ox, kb.i64(g.sw)))
-        base = b.mul(base, kb.i64(C))
-        with kb.loop(0, (C + VEC - 1) // VEC, name="cv") as cv:
-            c0 = b.mul(cv, kb.i64(VEC))
-            acc = kb.var(vec(), ir.Constant(vec(), [0.0] * VEC))
-            for dy in range(g.kh):
-                for dx in range(g.kw):
-                    off = (dy * g.dh * g.wp + dx * g.dw) * C
-                    x = _load_lanes(kb, inp, b.add(b.add(base, kb.i64(off)), c0), C, c0, chunks)
-                    w = _load_lanes(kb, wp, b.add(kb.i64((dy * g.kw + dx) * C), c0), C, c0, chunks)
-                    b.store(kb.fma(x, w, b.load(acc)), acc)
-            _store_lanes(kb, epi, b.load(acc), out, b.add(b.mul(p, kb.i64(C)), c0), c0, C)
+    taps = [(dy, dx) for dy in range(g.kh) for dx in range(g.kw)]
+    with kb.loop(lo, hi, name="item") as item:
+        row = b.sdiv(item, kb.i64(nvec))  # n * ho + oy
+        cv = b.srem(item, kb.i64(nvec))
+        c0 = b.mul(cv, kb.i64(VEC))
+        n_ = b.sdiv(row, kb.i64(g.ho))
+        oy = b.srem(row, kb.i64(g.ho))
+        in_row = b.mul(b.add(b.mul(n_, kb.i64(g.hp)), b.mul(oy, kb.i64(g.sh))), kb.i64(g.wp))
+        w = [_load_lanes(kb, wp, b.add(kb.i64(t * C), c0), C, c0, chunks) for t in range(len(taps))]
+
+        def pixels(ox, count):
+            """`count` adjacent output pixels starting at column ox."""
+            accs = [None] * count
+            for t, (dy, dx) in enumerate(taps):
+                for j in range(count):
+                    pix = b.add(in_row, b.add(b.mul(b.add(ox, kb.i64(j)), kb.i64(g.sw)),
+                                              kb.i64(dy * g.dh * g.wp + dx * g.dw)))
+                    x = _load_lanes(kb, inp, b.add(b.mul(pix, kb.i64(C)), c0), C, c0, chunks)
+                    accs[j] = b.fmul(x, w[t]) if accs[j] is None else kb.fma(x, w[t], accs[j])
+            for j in range(count):
+                p = b.add(b.mul(row, kb.i64(g.wo)), b.add(ox, kb.i64(j)))
+                _store_lanes(kb, epi, accs[j], out, b.add(b.mul(p, kb.i64(C)), c0), c0, C)
+
+        full = g.wo // DW_BLOCK * DW_BLOCK
+        if full:
+            with kb.loop(0, full, step=DW_BLOCK, name="ox") as ox:
+                pixels(ox, DW_BLOCK)
+        if g.wo % DW_BLOCK:
+            with kb.loop(full, g.wo, name="oxt") as ox:
+                pixels(ox, 1)
 
 
 def _lane_mask(kb, c0, total):

@@ -52,7 +52,8 @@ def run_conv(cg, instr, g: ConvGeometry, x_ptr, out_ptr, plan):
     wp = cg.weight(pack_conv_weights(weight_data(w), g))
     kplan = plan if plan is not None else ep.NONE
     # Kernels take every tensor as an argument: convolutions of one geometry share a function.
-    key = ("conv", g, bias is not None, kplan.key)
+    operands = [x_ptr_operand(instr), instr.outputs[0], bias, *(o for _, o, _ in kplan.leaves)]
+    key = ("conv", g, bias is not None, kplan.key, ep.alias_key(operands))
     fn = cg.shared(key, lambda: emit_conv(lambda types: cg.function(instr.op.name, types), g,
                                           kplan.builder(bias is not None), len(kplan.leaves)))
     bp = cg.ptr(bias) if bias is not None else ir.Constant(PTR, None)
@@ -61,6 +62,10 @@ def run_conv(cg, instr, g: ConvGeometry, x_ptr, out_ptr, plan):
         cg.call(fn, args + [cg.entry.i64(0), cg.entry.i64(1)], single=True)
     else:
         cg.call(fn, args + [cg.tid, cg.nth])
+
+
+def x_ptr_operand(instr):
+    return _args(instr)[0]
 
 
 @cpu_kernel("ConvNHWC", domain=layout.DOMAIN, supports=_nhwc_ok, epilogue=True)

@@ -70,6 +70,16 @@ def plan(instr, rows: int, cols: int) -> EpiloguePlan | None:
     return EpiloguePlan(e, tuple(leaves))
 
 
+def alias_key(operands) -> tuple:
+    """Which of a call's operands overlap: part of a shared kernel's key, since the codegen marks
+    pointer parameters noalias from the first call's arguments."""
+    from glow.ir.instr import overlaps
+
+    ops = list(operands)
+    return tuple((i, j) for i in range(len(ops)) for j in range(i + 1, len(ops))
+                 if ops[i] is not None and ops[j] is not None and overlaps(ops[i], ops[j]))
+
+
 def expr_key(e):
     if e is None:
         return None

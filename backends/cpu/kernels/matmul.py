@@ -66,7 +66,8 @@ def _packable(b) -> bool:
 def _run_gemm(cg, instr, s: GemmShape, a, b_ptr, bias_ptr, plan, name):
     out = instr.outputs[0]
     kplan = plan if plan is not None else ep.NONE
-    key = ("gemm", s, bias_ptr is not None, kplan.key)
+    operands = [a, instr.inputs[1], out, *(o for _, o, _ in kplan.leaves)]
+    key = ("gemm", s, bias_ptr is not None, kplan.key, ep.alias_key(operands))
     fn = cg.shared(key, lambda: emit_gemm(lambda types: cg.function(name, types), s,
                                           kplan.builder(bias_ptr is not None), len(kplan.leaves)))
     bias = bias_ptr if bias_ptr is not None else ir.Constant(PTR, None)

@@ -8,6 +8,7 @@ stored once, so a fused chain costs one pass over memory.
 from __future__ import annotations
 
 from ...ir.instr import Expr
+from ..cstyle import HALF_TYPES
 from ..expr import render_expr
 from ..indexing import broadcast_index
 
@@ -58,5 +59,8 @@ def apply_epilogue(w, instr, acc: str, acc_dtype, flat: str) -> str:
     `flat`; returns the C name of the value to store."""
     if instr.expr is None:
         return acc
+    if acc_dtype in HALF_TYPES:  # the op's own result is rounded to its type before the epilogue
+        w.line(f"const float r0 = {w.round_half(acc, acc_dtype)};")
+        acc = "r0"
     leaf = operand_loader(w, instr, instr.outputs[0].type.shape, flat)
     return render_expr(w, instr.expr, leaf, acc=(acc, acc_dtype))

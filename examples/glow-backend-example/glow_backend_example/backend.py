@@ -83,7 +83,7 @@ def _dtype(v):
 
 
 def _nbytes(v):
-    shape = [d if isinstance(d, int) else 1 for d in v.type.shape]
+    shape = [d if isinstance(d, int) else 1 for d in v.type.shape or ()]
     return int(np.prod(shape)) * v.type.dtype.itemsize
 
 

@@ -1,0 +1,95 @@
+"""`glow new-backend NAME`: the package it writes (installing it and running its tests is in
+tests/test_example_backend.py)."""
+
+import ast
+import os
+import subprocess
+import sys
+
+import glow
+import numpy as np
+import pytest
+from glow import plugins
+from glow.lowering import FLOOR
+from glow.scaffold import floor_kernel_stubs, new_backend
+from glow.testing.conformance import run_conformance
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@pytest.fixture
+def demo(tmp_path, monkeypatch):
+    written = new_backend("my-npu", str(tmp_path))
+    root = tmp_path / "glow-backend-my-npu"
+    monkeypatch.syspath_prepend(str(root))
+    yield root, written
+    for mod in [m for m in sys.modules if m.startswith("glow_backend_my_npu")]:
+        del sys.modules[mod]
+    plugins.reload()
+
+
+def test_it_writes_an_installable_package(demo):
+    root, written = demo
+    rel = sorted(os.path.relpath(p, root) for p in written)
+    assert rel == ["README.md", "glow_backend_my_npu/__init__.py", "glow_backend_my_npu/backend.py",
+                   "glow_backend_my_npu/kernels.py", "glow_backend_my_npu/plugin.py", "pyproject.toml",
+                   "tests/test_conformance.py"]
+    with open(root / "pyproject.toml", "rb") as f:
+        project = tomllib.load(f)["project"]
+    assert project["name"] == "glow-backend-my-npu"
+    assert project["entry-points"] == {"glow.backends": {"my-npu": "glow_backend_my_npu.plugin"}}
+    for path in written:
+        if path.endswith(".py"):
+            with open(path) as f:
+                ast.parse(f.read(), path)
+    backend = (root / "glow_backend_my_npu" / "backend.py").read_text()
+    assert "class MyNpuBackend(glow.Backend):" in backend and f'api_version = "{glow.API_VERSION}"' in backend
+
+
+def test_kernels_are_the_floor_stubbed_with_clear_errors(demo):
+    from glow_backend_my_npu.kernels import KERNELS
+
+    assert set(KERNELS) == FLOOR
+    with pytest.raises(NotImplementedError, match=r"glow-backend-my-npu: the kernel for 'Exp' is not "
+                       r"implemented yet \(write it in glow_backend_my_npu/kernels.py\)"):
+        KERNELS["Exp"](np.zeros(3, np.float32))
+    x = np.arange(3.0)
+    assert KERNELS["Identity"](x) is x
+    _, table, count = floor_kernel_stubs()
+    assert count == len(FLOOR) == table.count("\n") + 1
+
+
+def test_the_generated_backend_runs_what_it_has_and_names_what_it_lacks(demo):
+    plugins.reload({"plugins": {"modules": ["glow_backend_my_npu.plugin"]}})
+    assert "my-npu" in glow.available_backends()
+    report = run_conformance("my-npu", sections=["records"], pattern=r"^(Identity|Add|Max)-")
+    status = {r.check.id: r for r in report.results}
+    assert status["Identity-2d"].status == "pass"
+    assert status["Add-2x3-2x3"].status == "fail"
+    assert "NotImplementedError: glow-backend-my-npu: the kernel for 'Add'" in status["Add-2x3-2x3"].detail
+    # The predicate claims the floor's forms only: binary Max, not the n-ary form (which lowers to it).
+    assert status["Max-2x3-2x3"].status == "fail" and "'Max'" in status["Max-2x3-2x3"].detail
+    assert "Max-variadic-3" not in status
+
+
+def test_bad_names_and_existing_folders_are_refused(tmp_path):
+    with pytest.raises(glow.GlowError, match="lower-case letters"):
+        new_backend("My Device", str(tmp_path))
+    with pytest.raises(glow.GlowError, match="no such folder"):
+        new_backend("dev", str(tmp_path / "missing"))
+    new_backend("dev", str(tmp_path))
+    with pytest.raises(glow.GlowError, match="already exists"):
+        new_backend("dev", str(tmp_path))
+
+
+def test_cli(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "glow.cli", "new-backend", "cli-dev", "--dir", str(tmp_path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "glow-backend-cli-dev" in r.stdout and "glow_backend_cli_dev/kernels.py" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "glow.cli", "new-backend", "cli-dev", "--dir", str(tmp_path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "already exists" in r.stderr
