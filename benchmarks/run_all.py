@@ -151,8 +151,12 @@ def markdown(data: dict) -> str:
               "optimisations. glow: `glow.compile(model, 'cpu', threads=N)`.",
               "- Inputs: seeded random normal data (`glow run`'s generator); outputs of both are "
               "compared (max |diff| in benchmarks/results.json).",
-              "- The machines are shared: figures drift 5-15 % between runs; the ratios, measured "
-              "side by side, move less.", ""]
+              f"- Load average (1, 5, 15 min) when the run started: {env.get('loadavg_start', '?')}, "
+              f"when it ended: {env.get('loadavg_end', '?')} (on {env.get('cores', '?')} cores). The "
+              "machine is shared with other jobs: with more runnable threads than cores, absolute "
+              "times are inflated for both runtimes and the ratios, measured side by side, are what "
+              "to compare. Two threads suffer most, since both must be on a core at once to pass "
+              "each barrier between kernels.", ""]
     return "\n".join(lines)
 
 
@@ -168,6 +172,7 @@ def environment(rounds) -> dict:
     except Exception:  # noqa: BLE001
         pass
     return {"rounds": rounds, "cpu": cpu, "cores": len(os.sched_getaffinity(0)),
+            "loadavg_end": [round(x, 1) for x in os.getloadavg()],
             "python": platform.python_version(), "onnxruntime": onnxruntime.__version__,
             "llvmlite": llvmlite.__version__}
 
@@ -180,8 +185,10 @@ def main(argv=None):
     ap.add_argument("--no-compile-times", action="store_true")
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/ and results.json")
     args = ap.parse_args(argv)
+    load_start = [round(x, 1) for x in os.getloadavg()]
     data = run(args.models, args.threads, args.rounds)
     data["env"] = environment(args.rounds)
+    data["env"]["loadavg_start"] = load_start
     data["gflops"] = {m: model_flops(m) for m in ("resnet50", "vgg19") if m in args.models}
     if not args.no_compile_times and "resnet50" in args.models:
         data["compile"] = compile_times("resnet50", args.threads[0])

@@ -12,6 +12,7 @@ import ast
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -77,10 +78,14 @@ def test_example_uses_only_the_public_glow_api():
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("user")
+    leftovers = [p for p in (os.path.join(EXAMPLE, "build"), os.path.join(EXAMPLE, "glow_backend_example.egg-info"))
+                 if not os.path.exists(p)]
     pip("install", "--no-deps", "-q", EXAMPLE)
     importlib.invalidate_caches()
     yield cwd
     run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "glow-backend-example"], ROOT)
+    for path in leftovers:  # what the in-tree build left behind
+        shutil.rmtree(path, ignore_errors=True)
     importlib.invalidate_caches()
     plugins.reload()
 
@@ -148,6 +153,14 @@ def test_runs_partitioned_in_process(installed):
     want = glow.compile(model, backend="reference").run({"image": image})["probs"]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
     assert devices == {"example", "reference"}
+
+
+@pytest.mark.slow
+def test_its_own_tests_pass(installed):
+    r = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--glow-sections", "records",
+             os.path.join(EXAMPLE, "tests")], installed)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "conformance of 'example': PASS" in r.stdout
 
 
 @pytest.mark.slow

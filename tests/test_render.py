@@ -57,6 +57,12 @@ def _conv():
                  [("w", w), ("b", b)])
 
 
+def _conv_small():
+    w = np.ones((32, 8, 3, 3), np.float32)
+    return model([h.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], [("x", T.FLOAT, [1, 8, 7, 7])], "y",
+                 [("w", w)])
+
+
 def _reduce():
     axes = np.array([1], np.int64)
     return model([h.make_node("ReduceMax", ["x", "axes"], ["y"], keepdims=1)],
@@ -87,6 +93,7 @@ CASES = [
     ("matmul_tiled", lambda: _matmul(128), "cuda", GPU),
     ("conv_direct_relu", _conv, "cuda", GPU),
     ("conv_cpu_vec_relu", _conv, "opencl", CPU),
+    ("conv_cpu_co16", _conv_small, "opencl", CPU),
     ("reduce_max", _reduce, "opencl", CPU),
     ("maxpool", _maxpool, "cuda", GPU),
     ("transpose", _transpose, "opencl", CPU),
@@ -132,6 +139,16 @@ def test_dialects_differ_only_in_spelling():
     assert 'extern "C" __global__' in cu and "blockIdx.x * blockDim.x + threadIdx.x" in cu
     body = [ln for ln in cl.splitlines() if "t0 =" in ln]
     assert body and body == [ln for ln in cu.splitlines() if "t0 =" in ln]
+
+
+def test_packed_weights_replace_the_originals():
+    be = OpenCLBackend()
+    compiled = be.compile_graph(optimize_for_backend(glow.load_onnx(_conv_small()), be), CPU)
+    (k,) = compiled.program.launches
+    packed = [o for o in k.operands if o.name.startswith("derived")]
+    assert len(packed) == 1 and packed[0].data.shape == (2, 8, 3, 3, 16)
+    placed = [a.shape for _, a in compiled.layout.weights]
+    assert placed == [(2, 8, 3, 3, 16)]  # the (32, 8, 3, 3) original is not uploaded
 
 
 def test_cpu_and_gpu_parameters_pick_different_matmul_kernels():

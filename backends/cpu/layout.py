@@ -416,5 +416,5 @@ def transform_graph(graph: Graph) -> Graph:
     return to_nhwc(graph)
 
 
-__all__ = ["transform_graph", "to_nhwc", "conv_ok", "pool_ok", "conv_geometry", "CONV_NHWC", "MAXPOOL_NHWC", "AVGPOOL_NHWC",
-           "GAP_NHWC", "DOMAIN", "NHWC"]
+__all__ = ["transform_graph", "to_nhwc", "conv_ok", "pool_ok", "conv_geometry", "CONV_NHWC", "MAXPOOL_NHWC",
+           "AVGPOOL_NHWC", "GAP_NHWC", "DOMAIN", "NHWC"]

@@ -19,7 +19,7 @@ import time
 import numpy as np
 from glow import Executable, Graph
 from glow.errors import InputError
-from glow.ir import lower_to_ir
+from glow.ir import build_ir, plan_memory
 from glow.ir.instr import ALIGNMENT
 
 from . import codegen, jit
@@ -45,8 +45,8 @@ class NativeProgram:
 
     def __init__(self, graph: Graph, threads: int):
         t0 = time.perf_counter()
-        self.ir = lower_to_ir(graph)
-        fn, plan = self.ir.fn, self.ir.plan
+        self.fn = fn = build_ir(graph)
+        self.plan = plan = plan_memory(fn)
         self.module_text, self.weights = codegen.generate(fn, plan)
         t1 = time.perf_counter()
         self.module = jit.CompiledModule(self.module_text)

@@ -67,7 +67,8 @@ class CStyleBackend(Backend):
         t = time.perf_counter()
         ir = lower_to_ir(graph)
         program = render_program(ir.fn, self.renderer, params)
-        return Compiled(ir, program, layout_memory(ir.fn, ir.plan), params, time.perf_counter() - t)
+        layout = layout_memory(ir.fn, ir.plan, program.launches)
+        return Compiled(ir, program, layout, params, time.perf_counter() - t)
 
     def compile(self, graph: Graph, options: CompileOptions) -> Executable:
         self.check_available()

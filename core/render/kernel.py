@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .. import dtypes as dt
 from .cstyle import CStyleRenderer
 
@@ -47,8 +49,9 @@ class Kernel:
 
 
 class KernelWriter:
-    def __init__(self, r: CStyleRenderer, base: str, instr=None):
+    def __init__(self, r: CStyleRenderer, base: str, instr=None, derived: dict | None = None):
         self.r = r
+        self.derived = {} if derived is None else derived  # shared per program: key -> Buffer
         self.instr = instr
         self.base = base
         self.operands: list = []
@@ -76,6 +79,19 @@ class KernelWriter:
         st = self.r.storage(dtype)
         self.prologue.append(f"{g}{const}{st}* p{k} = ({g}{const}{st}*)(mem + o{k});")
         return f"p{k}"
+
+    def weight(self, key, make) -> str:
+        """A pointer to a weight the kernel derives at compile time (packed or transposed
+        constants), made by `make()` -> ndarray once per `key` per program. It is uploaded with
+        the other weights; the kernel text does not depend on its values."""
+        from ..ir.instr import WEIGHT, Buffer
+
+        buf = self.derived.get(key)
+        if buf is None:
+            data = np.ascontiguousarray(make())
+            buf = self.derived[key] = Buffer(f"derived{len(self.derived)}",
+                                             dt.TensorType(data.shape, dt.from_numpy(data.dtype)), WEIGHT, data)
+        return self.arg(buf)
 
     def uses(self, dtype) -> None:
         """Record what a value of `dtype` needs (fp64 pragmas, conversion helpers)."""

@@ -37,11 +37,18 @@ class DeviceLayout:
         return blob
 
 
-def layout_memory(fn, plan) -> DeviceLayout:
+def layout_memory(fn, plan, launches=None) -> DeviceLayout:
+    """Place every buffer. With `launches` (the program's kernels), only weights some kernel
+    reads are placed: a weight replaced by a packed copy (KernelWriter.weight) is not uploaded,
+    and the packed copies are."""
     offsets: dict[int, int] = {}
     weights, inputs, outputs = [], [], []
     at = 0
-    for b in fn.buffers_of(WEIGHT):
+    candidates = fn.buffers_of(WEIGHT)
+    if launches is not None:
+        used = {id(o.root): o.root for k in launches for o in k.operands}
+        candidates = [b for b in used.values() if b.kind == WEIGHT]
+    for b in candidates:
         if b.boxed:
             continue
         offsets[id(b)] = at

@@ -28,13 +28,14 @@ class Program:
     kernels: dict  # name -> Kernel (the first instruction that rendered it)
 
 
-def render_instr(instr, renderer, params: DeviceParams) -> Kernel | None:
-    """The kernel of one instruction (None for alloc/dealloc and empty outputs)."""
+def render_instr(instr, renderer, params: DeviceParams, derived: dict | None = None) -> Kernel | None:
+    """The kernel of one instruction (None for alloc/dealloc and empty outputs). `derived`
+    collects compile-time weights kernels make (packed layouts), shared across a program."""
     if instr.kind in ("alloc", "dealloc"):
         return None
     if all(o is None or o.type.numel == 0 for o in instr.outputs):
         return None
-    w = KernelWriter(renderer, _base_name(instr), instr)
+    w = KernelWriter(renderer, _base_name(instr), instr, derived)
     if instr.kind == "copy":
         render_copy(w, instr, params)
     elif instr.kind == "fused" or (instr.expr is None and _elementwise(instr)):
@@ -59,9 +60,9 @@ def _base_name(instr) -> str:
 
 
 def render_program(fn, renderer, params: DeviceParams = GPU) -> Program:
-    launches, kernels = [], {}
+    launches, kernels, derived = [], {}, {}
     for instr in fn.instrs:
-        k = render_instr(instr, renderer, params)
+        k = render_instr(instr, renderer, params, derived)
         if k is None:
             continue
         launches.append(k)

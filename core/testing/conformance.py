@@ -12,18 +12,20 @@ Three sections, each a list of `Check`s:
 * **nodes**: ONNX's own node test cases that the backend can run alone, natively or after lowering.
   A case that cannot be lowered to what the backend supports is skipped as "needs another device".
 * **models**: the light models shipped in the onnx wheel, alone when the backend can run all of
-  them, otherwise partitioned over the backend and a fallback device (`reference` by default).
+  them, otherwise partitioned over the backend and a fallback device (`reference` by default),
+  with objective "priority" so that the backend gets every node it can run and hold.
 
 Each check ends as pass, fail (with the first mismatch or the error, one line), known (listed in a
-known-failures file with its reason) or skip (with the reason). `Report` prints the support
-manifest (op, element types, passed/run) and the pass table; `--json` gives the same as data.
+known-failures file with its reason) or skip (with the reason). `Report` (conformance_report.py)
+prints the support manifest (op, element types, passed/run) and the pass table; `--json` gives
+the same as data. `collect`, `parametrize` and `pytest_check` run the checks as pytest tests (the
+glow pytest plugin, pytest_plugin.py, adds the options and prints the report at the end).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-import textwrap
 import time
 import warnings
 from collections import Counter, defaultdict
@@ -33,9 +35,9 @@ import numpy as np
 
 from ..errors import BackendError, GlowError, LoweringError, ModelLoadError, UnsupportedOpError
 from .compare import mismatch, to_array
+from .conformance_report import SECTIONS, Report
 from .op_records import In, OpRecord
 
-SECTIONS = ("records", "nodes", "models")
 #: Element types tried as variants of an op's records when the backend claims them.
 VARIANT_DTYPES = ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64", "bool")
 VARIANT_TOL = {"float32": (1e-4, 1e-5), "float64": (1e-10, 1e-12), "float16": (5e-3, 5e-3),
@@ -300,80 +302,6 @@ def _retyped(rec: OpRecord, dtype: str) -> OpRecord:
     return dataclasses.replace(rec, inputs=[retype(i) for i in rec.inputs], name=f"{base}-as-{dtype}",
                                rtol=max(rtol, rec.rtol if dtype in VARIANT_TOL else 0.0),
                                atol=max(atol, rec.atol if dtype in VARIANT_TOL else 0.0))
-
-
-# -- the report ------------------------------------------------------------------------------------
-@dataclass
-class Report:
-    backend: str
-    results: list[Result]
-    native_ops: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not any(r.status == "fail" for r in self.results)
-
-    def manifest(self) -> list[dict]:
-        """Per claimed op: each element type with records passed/run; claimed ops without records too."""
-        per = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-        for r in self.results:
-            if r.check.section == "records" and r.status != "skip":
-                cell = per[r.check.op][r.check.dtype]
-                cell[0] += r.status == "pass"
-                cell[1] += 1
-        rows = [{"op": op, "dtypes": {d: {"pass": p, "run": n} for d, (p, n) in sorted(cells.items())},
-                 "pass": all(p == n for p, n in cells.values())} for op, cells in sorted(per.items())]
-        if any(r.check.section == "records" for r in self.results):
-            rows += [{"op": op, "dtypes": {}, "pass": None} for op in sorted(set(self.native_ops) - set(per))]
-        return rows
-
-    def table(self) -> dict:
-        out = {}
-        for s in SECTIONS:
-            rs = [r for r in self.results if r.check.section == s]
-            if not rs:
-                continue
-            counts = Counter(r.status for r in rs)
-            skips = Counter(r.detail.split(":")[0].split(" (")[0] for r in rs if r.status == "skip")
-            row = {k: counts.get(k, 0) for k in ("pass", "fail", "known", "skip")}
-            out[s] = {**row, "total": len(rs), "skipped": dict(skips.most_common()),
-                      "seconds": round(sum(r.seconds for r in rs), 1)}
-        return out
-
-    def to_json(self) -> dict:
-        return {"backend": self.backend, "ok": self.ok, "manifest": self.manifest(), "table": self.table(),
-                "results": [r.to_json() for r in self.results]}
-
-    def to_text(self, failures: int = 30) -> str:
-        manifest = self.manifest()
-        lines = [f"Support manifest for '{self.backend}': ops it runs natively, by element type "
-                 "(records passed/run)"] if manifest else []
-        for row in manifest:
-            if row["dtypes"]:
-                cells = ", ".join(f"{d} {c['pass']}/{c['run']}" for d, c in row["dtypes"].items())
-                lines.append(f"  {'ok  ' if row['pass'] else 'FAIL'} {row['op']:<22} {cells}")
-        unrun = [row["op"] for row in manifest if not row["dtypes"]]
-        if unrun:
-            lines += textwrap.wrap(", ".join(unrun), 100, initial_indent="  claimed, no record run: ",
-                                   subsequent_indent="    ")
-        lines += ["" if lines else f"Conformance of '{self.backend}'",
-                  f"{'section':<9} {'pass':>6} {'fail':>6} {'known':>6} {'skip':>6} {'total':>6}  seconds"]
-        for s, t in self.table().items():
-            lines.append(f"{s:<9} {t['pass']:>6} {t['fail']:>6} {t['known']:>6} {t['skip']:>6} {t['total']:>6}"
-                         f"  {t['seconds']:>7}")
-            for why, n in t["skipped"].items():
-                lines.append(f"{'':<9} {'':>6} {'':>6} {'':>6} {n:>6}  skipped: {why}")
-        details = [r for r in self.results if r.check.section == "models" and r.status == "pass"]
-        lines += [f"  {r.check.id}: {r.detail}" for r in details if r.detail]
-        fails = [r for r in self.results if r.status == "fail"]
-        if fails:
-            causes = Counter(r.detail[:200] for r in fails).most_common(10)
-            lines += ["", "Most common failures:"] + [f"  {n:5d} x {why}" for why, n in causes]
-        if fails and failures:
-            lines += ["", f"Failures ({len(fails)}{', first ' + str(failures) if len(fails) > failures else ''}):"]
-            lines += [f"  {r.check.section}/{r.check.id}: {r.detail}" for r in fails[:failures]]
-        lines += ["", f"conformance of '{self.backend}': {'PASS' if self.ok else 'FAIL'}"]
-        return "\n".join(lines) + "\n"
 
 
 def run_conformance(backend: str, *, sections=SECTIONS, pattern: str | None = None, native: str | None = None,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import llvmlite.ir as ir
 import numpy as np
 
-from ..irutil import I32, I64, VEC, KernelBuilder, vec
+from ..irutil import I32, I64, VEC, vec
 from .gemm import MR, NV, Epilogue, emit_tile, masked_store, pack_b, split_range
 
 

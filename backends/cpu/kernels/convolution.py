@@ -13,7 +13,7 @@ import llvmlite.ir as ir
 
 from .. import layout
 from ..codegen import cpu_kernel, weight_data
-from ..irutil import F32, I8, I64, PTR
+from ..irutil import I8, I64, PTR
 from . import epilogue as ep
 from .conv import ConvGeometry, emit_conv, pack_conv_weights
 from .gemm import choose_tile, split_range
@@ -155,4 +155,4 @@ class _Shapes:
         self.attrs = instr.attrs
 
 
-__all__ = ["emit_conv_nhwc", "emit_conv_nchw", "scratch", "relayout", "geometry", "F32"]
+__all__ = ["emit_conv_nhwc", "emit_conv_nchw", "scratch", "relayout", "geometry"]

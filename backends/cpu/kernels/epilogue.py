@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from glow import dtypes as dt
 from glow.ir.instr import Expr
 

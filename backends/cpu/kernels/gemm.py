@@ -51,13 +51,22 @@ def choose_tile(cols: int) -> tuple[int, int]:
     return TILE_ROWS[nv], nv
 
 
-def pack_b(b: np.ndarray, nr: int = NR) -> np.ndarray:
-    """[K, N] -> [ceil(N/nr), K, nr], zero-padded: each panel contiguous for the micro-kernel."""
+def pack_b(b: np.ndarray, nr: int = NR, transposed: bool = False) -> np.ndarray:
+    """B [K, N] (or, `transposed`, B^T [N, K]) -> [ceil(N/nr), K, nr], zero-padded: each panel
+    contiguous for the micro-kernel. One strided copy (a transposed B is moved panel by panel,
+    so a 25088 x 4096 fc layer packs in a fraction of a second)."""
+    b = np.asarray(b, np.float32)
+    if transposed:
+        n, k = b.shape
+        np_ = -(-n // nr)
+        if n % nr:
+            b = np.concatenate([b, np.zeros((np_ * nr - n, k), np.float32)])
+        return np.ascontiguousarray(b.reshape(np_, nr, k).transpose(0, 2, 1))
     k, n = b.shape
     np_ = -(-n // nr)
-    padded = np.zeros((k, np_ * nr), np.float32)
-    padded[:, :n] = b
-    return np.ascontiguousarray(padded.reshape(k, np_, nr).transpose(1, 0, 2))
+    if n % nr:
+        b = np.concatenate([b, np.zeros((k, np_ * nr - n), np.float32)], axis=1)
+    return np.ascontiguousarray(b.reshape(k, np_, nr).transpose(1, 0, 2))
 
 
 def lane_mask(count: int) -> ir.Constant:
@@ -119,8 +128,8 @@ class Epilogue:
         if self.bias is not None:
             v = b.fadd(v, load_vec(kb, kb.ptr(self.bias, col), mask))
         if self.expr is not None:
-            from .ewops import Lanes
             from .elementwise import evaluate
+            from .ewops import Lanes
 
             values = {}
             for arg, (ptr, kind) in self.leaves.items():

@@ -13,7 +13,7 @@ from glow import dtypes as dt
 
 from ..codegen import cpu_kernel
 from ..irutil import I64, PTR
-from .elementwise import call_split
+from .elementwise import Access, call_split, emit_strided, strides_of
 from .ewops import Lanes, lanes_loop, storage_dtype
 
 PARALLEL_MIN = 1 << 15
@@ -59,3 +59,46 @@ def emit_gather(cg, instr):
 
 
 __all__ = ["emit_gather"]
+
+
+# -- MaxUnpool: a scatter ------------------------------------------------------------------------
+
+def _unpooled_shape(x_shape, attrs) -> list[int]:
+    k = list(attrs["kernel_shape"])
+    n = len(k)
+    s = list(attrs.get("strides") or [1] * n)
+    p = list(attrs.get("pads") or [0] * (2 * n))
+    return list(x_shape[:2]) + [(d - 1) * s[i] + k[i] - p[i] - p[n + i] for i, d in enumerate(x_shape[2:])]
+
+
+@cpu_kernel("MaxUnpool", supports=lambda node: node.inputs[0].type.dtype in (dt.float32, dt.float64,
+                                                                                dt.float16))
+def emit_max_unpool(cg, instr):
+    """out = 0, then out[I[k]] = X[k]; I indexes the unpooled shape (output_shape, when given, crops
+    or pads it at the end of each axis, as the reference does). Indices outside are dropped."""
+    x, idx, out = instr.inputs[0], instr.inputs[1], instr.outputs[0]
+    shape, want = _unpooled_shape(x.type.shape, instr.attrs), list(out.type.shape)
+    d = out.type.dtype
+    emit_strided(cg, "MaxUnpool.zero", tuple(want), [Access(out, strides_of(want))],
+                 lambda lanes, vals: lanes.const(d, 0))
+    cg.barrier()
+    kb = cg.function("MaxUnpool", [PTR, PTR, PTR])
+    px, pi, py = kb.args
+    b = kb.b
+    S = Lanes(kb, 1)
+    n = int(np.prod(x.type.shape, dtype=np.int64))
+    size = int(np.prod(shape, dtype=np.int64))
+    wst = strides_of(want)
+    with kb.loop(0, n, name="k") as k:
+        f = S.load(pi, k, idx.type.dtype, False)
+        inside = b.and_(b.icmp_signed(">=", f, kb.i64(0)), b.icmp_signed("<", f, kb.i64(size)))
+        off, rest = kb.i64(0), f
+        for dim in reversed(range(len(shape))):
+            c = b.srem(rest, kb.i64(shape[dim]))
+            rest = b.sdiv(rest, kb.i64(shape[dim]))
+            inside = b.and_(inside, b.icmp_signed("<", c, kb.i64(want[dim])))
+            off = b.add(off, b.mul(c, kb.i64(wst[dim])))
+        with b.if_then(inside):
+            S.store(S.load(px, k, d, False), py, off, d)
+    kb.finish()
+    cg.call(kb.fn, [cg.ptr(x), cg.ptr(idx), cg.ptr(out)], single=True)

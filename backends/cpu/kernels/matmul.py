@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 import numpy as np
-
 from glow import dtypes as dt
 from glow.ir.instr import Expr
 
 from ..codegen import cpu_kernel, has_ltype, ltype, weight_data
-from ..irutil import F32, I64, PTR, KernelBuilder
+from ..irutil import F32, PTR
 from . import epilogue as ep
 from .gemm import GemmShape, choose_tile, emit_gemm, pack_b
 
@@ -201,9 +200,10 @@ def emit_gemm_op(cg, instr):
     data = weight_data(b)
     if data is not None and b.type.nbytes <= MAX_PACKED_BYTES:
         bm = np.asarray(data, np.float32)
-        bm = bm.T if instr.attrs.get("transB", 0) else bm
+        if alpha != 1.0:
+            bm = bm * np.float32(alpha)
         s = GemmShape(M, N, K, packed=True, mr=mr, nv=nv)
-        bp = cg.weight(_pack(bm * np.float32(alpha) if alpha != 1.0 else bm, s.nr))
+        bp = cg.weight(pack_b(bm, s.nr, transposed=bool(instr.attrs.get("transB", 0))))
     else:
         bp = cg.ptr(b)
         s = GemmShape(M, N, K, packed=False, mr=mr, nv=nv)
@@ -249,4 +249,4 @@ def _substitute(e: Expr, acc: Expr) -> Expr:
     return Expr(e.type, e.op, tuple(None if x is None else _substitute(x, acc) for x in e.args), e.attrs)
 
 
-__all__ = ["emit_matmul", "emit_gemm_op", "matmul_shape", "KernelBuilder", "I64"]
+__all__ = ["emit_matmul", "emit_gemm_op", "matmul_shape"]

@@ -6,11 +6,10 @@ y = (x - mean) * (1 / sqrt(var + eps)) * scale + B, with scale and B read along 
 from __future__ import annotations
 
 import llvmlite.ir as ir
-
 from glow import dtypes as dt
 
 from ..codegen import cpu_kernel
-from ..irutil import F32, PTR, VEC, vec
+from ..irutil import F32, VEC, vec
 from .gemm import load_vec
 from .softmax import call_rows, hreduce, row_kernel, row_vectors, store_vec
 
@@ -85,4 +84,4 @@ def emit_layer_norm(cg, instr):
     call_rows(cg, fn, ptrs, x.type.numel)
 
 
-__all__ = ["emit_layer_norm", "PTR"]
+__all__ = ["emit_layer_norm"]

@@ -10,11 +10,10 @@ floor's reductions).
 from __future__ import annotations
 
 import llvmlite.ir as ir
-
 from glow import dtypes as dt
 
 from ..codegen import cpu_kernel
-from ..irutil import F32, I64, PTR, VEC, KernelBuilder, vec
+from ..irutil import I64, PTR, VEC, KernelBuilder, vec
 from . import vmath
 from .gemm import load_vec, masked_store, split_range
 
@@ -143,4 +142,4 @@ def emit_log_softmax(cg, instr):
     _emit(cg, instr, log=True)
 
 
-__all__ = ["emit_softmax", "emit_log_softmax", "row_vectors", "hreduce", "row_kernel", "call_rows", "F32"]
+__all__ = ["emit_softmax", "emit_log_softmax", "row_vectors", "hreduce", "row_kernel", "call_rows"]

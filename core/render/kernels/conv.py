@@ -68,12 +68,32 @@ def _supports_conv(node, r):
 @kernel_rule("Conv", supports=_supports_conv)
 def render_conv(w, instr, params):
     g = conv_geometry(instr)
-    if (params.cpu and w.r.has_vectors and len(g.kernel) == 2 and instr.outputs[0].type.dtype == dt.float32
-            and g.out_sp[1] >= 8 and g.cout_per_group % 4 == 0):
+    variant = conv_variant(instr, params, w.r, g)
+    if variant == "cpu-co16":
+        from .conv_cpu import render_conv_cpu_co
+
+        return render_conv_cpu_co(w, instr, params, g)
+    if variant == "cpu-vec":
         from .conv_cpu import render_conv_cpu
 
         return render_conv_cpu(w, instr, params, g)
     return render_conv_direct(w, instr, params, g)
+
+
+def conv_variant(instr, params, renderer, g: ConvGeometry) -> str:
+    """direct | cpu-vec (16 output columns per work-item) | cpu-co16 (16 output channels per
+    work-item over packed constant weights: narrow images and 1x1 convolutions)."""
+    f32 = instr.outputs[0].type.dtype == dt.float32 and instr.inputs[0].type.dtype == dt.float32
+    if not (params.cpu and renderer.has_vectors and f32 and len(g.kernel) == 2):
+        return "direct"
+    wt = instr.inputs[1]
+    packable = wt.kind == "weight" and wt is wt.root and wt.root.data is not None
+    pointwise = g.kernel == (1, 1) and g.strides == (1, 1) and g.pads == (0, 0)
+    if packable and g.cout_per_group % 16 == 0 and (g.out_sp[1] < 16 or pointwise):
+        return "cpu-co16"
+    if g.cout_per_group % 4 == 0 and (g.out_sp[1] >= 8 or pointwise):
+        return "cpu-vec"
+    return "direct"
 
 
 def tap_index(w, o: str, k: str, a: int, g: ConvGeometry) -> str:

@@ -10,6 +10,8 @@ so every work-item takes the fast path.
 
 from __future__ import annotations
 
+import numpy as np
+
 from .conv import conv_bias
 from .elementwise import apply_epilogue
 
@@ -92,4 +94,73 @@ def render_conv_cpu(w, instr, params, g):
             v = apply_epilogue(w, instr, "s", out.type.dtype, "o")
             w.line(f"yr[j] = {v};")
             w.close()
+        w.close()
+
+
+# -- small images: vectorise over output channels ---------------------------------------------------
+PIX = 8  # output pixels per work-item (one float16 accumulator each)
+
+
+def packed_co16(weights: np.ndarray) -> np.ndarray:
+    """(cout, cg, kh, kw) -> (cout / 16, cg, kh, kw, 16): 16 output channels' taps side by side."""
+    co, cg, kh, kw = weights.shape
+    return weights.reshape(co // VEC, VEC, cg, kh, kw).transpose(0, 2, 3, 4, 1).astype(np.float32)
+
+
+def render_conv_cpu_co(w, instr, params, g):
+    """Each work-item: 16 output channels (one float16 of packed weights per tap) x PIX output
+    pixels of the flattened image, for images too narrow for 16-column rows (7x7, 14x14) and
+    for 1x1 convolutions (a matmul: the weight vector is reused across PIX pixels)."""
+    x, wt = instr.inputs[:2]
+    bias = conv_bias(instr)
+    out = instr.outputs[0]
+    ih, iw = g.in_sp
+    oh, ow = g.out_sp
+    kh, kw = g.kernel
+    sh, sw = g.strides
+    dh, dw = g.dilations
+    ph, pw = g.pads
+    cg, kpg, plane = g.cin_per_group, g.cout_per_group, oh * ow
+    pointwise = g.kernel == (1, 1) and g.strides == (1, 1) and g.pads == (0, 0)
+    w.grid((-(-plane // PIX), g.cout // VEC, g.n), (1, 1, 1))
+    y, px = w.arg(out, out=True), w.arg(x)
+    pwt = w.weight((id(wt.root), "co16"), lambda: packed_co16(np.asarray(wt.root.data)))
+    r = w.r
+    w.line(f"const int qb = {r.global_id(0)} * {PIX}, co = {r.global_id(1)} * {VEC}, nb = {r.global_id(2)};")
+    grp = "0" if g.group == 1 else f"(co / {kpg})"
+    w.line(f"const global float* xb = {px} + (nb * {g.cin} + {grp} * {cg}) * {ih * iw};")
+    w.line(f"const global float* wb = {pwt} + (co / {VEC}) * {cg * kh * kw * VEC};")
+    for p in range(PIX):
+        w.line(f"float16 c{p} = (float16)(0.0f);")
+        w.line(f"const int q{p} = min(qb + {p}, {plane - 1});")
+        if not pointwise:
+            w.line(f"const int y{p} = (q{p} / {ow}) * {sh} - {ph}, x{p} = (q{p} % {ow}) * {sw} - {pw};")
+    w.open(f"for (int ci = 0; ci < {cg}; ++ci)")
+    w.line(f"const global float* xc = xb + ci * {ih * iw};")
+    if pointwise:
+        w.line(f"const float16 wv = vload16(ci, wb);")
+        for p in range(PIX):
+            w.line(f"c{p} = fma((float16)(xc[q{p}]), wv, c{p});")
+    else:
+        w.open(f"for (int ky = 0; ky < {kh}; ++ky)")
+        w.open(f"for (int kx = 0; kx < {kw}; ++kx)")
+        w.line(f"const float16 wv = vload16((ci * {kh} + ky) * {kw} + kx, wb);")
+        for p in range(PIX):
+            w.line(f"{{ const int iy = y{p} + ky * {dh}, ix = x{p} + kx * {dw};")
+            w.line(f"  const float v = (iy >= 0 && iy < {ih} && ix >= 0 && ix < {iw}) ? xc[iy * {iw} + ix] : 0.0f;")
+            w.line(f"  c{p} = fma((float16)(v), wv, c{p}); }}")
+        w.close()
+        w.close()
+    w.close()
+    pb = w.arg(bias) if bias is not None else None
+    for p in range(PIX):
+        w.open(f"if (qb + {p} < {plane})")
+        w.line(f"float t[{VEC}];")
+        w.line(f"vstore16(c{p}, 0, t);")
+        w.open(f"for (int j = 0; j < {VEC}; ++j)")
+        w.line(f"const int o = (nb * {g.cout} + co + j) * {plane} + q{p};")
+        w.line(f"const float s = {f't[j] + {pb}[co + j]' if pb else 't[j]'};")
+        v = apply_epilogue(w, instr, "s", out.type.dtype, "o")
+        w.line(f"{y}[o] = {v};")
+        w.close()
         w.close()
