@@ -2,19 +2,17 @@
 
 Python blocks run in order in one namespace (the example backend importable, as after
 `pip install examples/glow-backend-example`); TOML blocks are loaded the way glow loads them; shell
-blocks run with bash in one empty folder, with this interpreter's `glow`, `pip` and `pytest` first
-on PATH. What the shell blocks install is uninstalled afterwards.
+blocks run with bash in one empty folder, in a throwaway venv over the test environment (its
+`glow`, `pip` and `pytest` first on PATH), so what they install stays there.
 """
 
-import contextlib
 import os
 import re
-import subprocess
 import sys
 
-import glow
 import pytest
 from glow import plugins
+from plugin_env import PluginEnv
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -96,23 +94,16 @@ def test_toml_blocks_load_as_glow_loads_them(example_importable):
 
 @pytest.mark.slow
 def test_shell_blocks_run(tmp_path):
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
-    env.pop("GLOW_PLUGINS_TOML", None)
-    try:
-        for code in blocks("bash"):
-            r = subprocess.run(["bash", "-e", "-c", code], cwd=tmp_path, env=env, capture_output=True,
-                               text=True, timeout=600)
-            assert r.returncode == 0, f"{code}\n--- stdout\n{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}"
-            if "glow backends" in code:
-                assert re.search(r"^mydevice\s+available", r.stdout, re.MULTILINE), r.stdout
-            if "pytest" in code:
-                assert " passed" in r.stdout and "failed" not in r.stdout, r.stdout[-2000:]
-        wheels = os.listdir(tmp_path / "glow-backend-mydevice" / "dist")
-        assert any(w.startswith("glow_backend_mydevice-0.1.0") and w.endswith(".whl") for w in wheels)
-    finally:
-        subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "glow-backend-mydevice"],
-                       capture_output=True)
-        with contextlib.suppress(Exception):
-            plugins.reload()
+    env = PluginEnv(tmp_path / "venv")  # what the blocks install stays in this throwaway venv
+    work = tmp_path / "work"
+    work.mkdir()
+    for code in blocks("bash"):
+        r = env.run(["bash", "-e", "-c", code], work, timeout=600)
+        assert r.returncode == 0, f"{code}\n--- stdout\n{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}"
+        if "glow backends" in code:
+            assert re.search(r"^mydevice\s+available", r.stdout, re.MULTILINE), r.stdout
+        if "pytest" in code:
+            assert " passed" in r.stdout and "failed" not in r.stdout, r.stdout[-2000:]
+    wheels = os.listdir(work / "glow-backend-mydevice" / "dist")
+    assert any(w.startswith("glow_backend_mydevice-0.1.0") and w.endswith(".whl") for w in wheels)
     assert "mydevice" not in plugins.reload().records
-    assert glow.available_backends()

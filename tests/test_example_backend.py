@@ -1,6 +1,9 @@
 """The example backend package (examples/glow-backend-example), installed with pip exactly as a user
 installs a third-party backend, and the package `glow new-backend` writes.
 
+Both are pip-installed into a throwaway venv layered on the test environment (tests/plugin_env.py),
+so nothing leaks into the environment the rest of the suite, or another run, uses.
+
 Installed: `glow backends` lists it; the conformance kit passes for everything it claims; every
 light model runs partitioned across it and the CPU (the reference where the CPU backend is not
 available) equal to the expected outputs; uninstalling it removes it. Scaffolded: `glow
@@ -9,42 +12,22 @@ as failures that name them.
 """
 
 import ast
-import importlib
 import json
 import os
-import shutil
-import subprocess
-import sys
 
-import glow
 import pytest
-from glow import plugins
+from plugin_env import PluginEnv
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 EXAMPLE = os.path.join(ROOT, "examples", "glow-backend-example")
 PACKAGE = os.path.join(EXAMPLE, "glow_backend_example")
+TINY_CNN = os.path.join(ROOT, "core", "data", "tiny_cnn.onnx")
 #: lines of the example backend's package (tests excluded); the issue's target is under 250
 LINE_BUDGET = 250
 
 
-def run(args, cwd, timeout=900):
-    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
-    env.pop("GLOW_PLUGINS_TOML", None)  # an installed user's view: entry points, shipped defaults
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def pip(*args, cwd=ROOT):
-    r = run([sys.executable, "-m", "pip", *args], cwd)
-    assert r.returncode == 0, f"pip {' '.join(args)}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
-    return r
-
-
-def glow_cli(*args, cwd):
-    return run([sys.executable, "-m", "glow.cli", *args], cwd)
-
-
-def backends_json(cwd) -> dict:
-    r = glow_cli("backends", "--json", cwd=cwd)
+def backends_json(env: PluginEnv, cwd) -> dict:
+    r = env.python_m("glow.cli", "backends", "--json", cwd=cwd)
     assert r.returncode == 0, r.stderr
     return {row["name"]: row for row in json.loads(r.stdout)}
 
@@ -76,23 +59,18 @@ def test_example_uses_only_the_public_glow_api():
 
 # -- installed with pip ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    cwd = tmp_path_factory.mktemp("user")
-    leftovers = [p for p in (os.path.join(EXAMPLE, "build"), os.path.join(EXAMPLE, "glow_backend_example.egg-info"))
-                 if not os.path.exists(p)]
-    pip("install", "--no-deps", "-q", EXAMPLE)
-    importlib.invalidate_caches()
-    yield cwd
-    run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "glow-backend-example"], ROOT)
-    for path in leftovers:  # what the in-tree build left behind
-        shutil.rmtree(path, ignore_errors=True)
-    importlib.invalidate_caches()
-    plugins.reload()
+def user(tmp_path_factory):
+    """A user's environment (a venv over the test environment) with the example pip-installed."""
+    work = tmp_path_factory.mktemp("user")
+    env = PluginEnv(work / "venv")
+    env.install_copy(EXAMPLE, work)
+    return env, work
 
 
 @pytest.mark.slow
-def test_glow_backends_lists_it(installed):
-    row = backends_json(installed)["example"]
+def test_glow_backends_lists_it(user):
+    env, work = user
+    row = backends_json(env, work)["example"]
     assert row["available"], row["reason"]
     assert row["source"] == "entry point glow_backend_example.plugin"
     (dev,) = row["devices"]
@@ -101,13 +79,13 @@ def test_glow_backends_lists_it(installed):
 
 
 @pytest.fixture(scope="module")
-def conformance(installed):
+def conformance(user):
     """One full run of the kit: records, node cases, light models partitioned with the CPU."""
-    rows = backends_json(installed)
-    fallback = "cpu" if rows.get("cpu", {}).get("available") else "reference"
+    env, work = user
+    fallback = "cpu" if backends_json(env, work).get("cpu", {}).get("available") else "reference"
     jobs = str(max(1, min(4, os.cpu_count() or 1)))
-    r = glow_cli("conformance", "--backend", "example", "--fallback", fallback, "--jobs", jobs, "--json",
-                 cwd=installed)
+    r = env.python_m("glow.cli", "conformance", "--backend", "example", "--fallback", fallback, "--jobs", jobs,
+                     "--json", cwd=work)
     assert r.stdout, r.stderr
     return fallback, r.returncode, json.loads(r.stdout)
 
@@ -141,59 +119,55 @@ def test_every_light_model_runs_partitioned_across_it_and_the_cpu(conformance):
 
 
 @pytest.mark.slow
-def test_runs_partitioned_in_process(installed):
+def test_glow_run_partitioned_equals_the_reference(user):
     import numpy as np
 
-    plugins.reload()
-    model = os.path.join(os.path.dirname(glow.__file__), "data", "tiny_cnn.onnx")
-    image = np.random.default_rng(0).standard_normal((1, 1, 28, 28)).astype(np.float32)
-    with glow.compile(model, devices=["example", "reference"]) as exe:
-        got = exe.run({"image": image})["probs"]
-        devices = set(exe.placement.device_of.values())
-    want = glow.compile(model, backend="reference").run({"image": image})["probs"]
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
-    assert devices == {"example", "reference"}
+    env, work = user
+    runs = {"split": ["--devices", "example,reference"], "ref": ["--backend", "reference"]}
+    stdout = {}
+    for name, how in runs.items():
+        r = env.python_m("glow.cli", "run", TINY_CNN, *how, "--outputs", str(work / f"{name}.npz"), cwd=work)
+        assert r.returncode == 0, r.stderr
+        stdout[name] = r.stdout
+    assert "partitioned over example, reference" in stdout["split"]
+    with np.load(work / "split.npz") as a, np.load(work / "ref.npz") as b:
+        np.testing.assert_allclose(a["probs"], b["probs"], rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.slow
-def test_its_own_tests_pass(installed):
-    r = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--glow-sections", "records",
-             os.path.join(EXAMPLE, "tests")], installed)
+def test_its_own_tests_pass(user):
+    env, work = user
+    r = env.python_m("pytest", "-q", "-p", "no:cacheprovider", "--glow-sections", "records",
+                     os.path.join(work, "glow-backend-example", "tests"), cwd=work)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "conformance of 'example': PASS" in r.stdout
 
 
 @pytest.mark.slow
-def test_uninstalling_removes_it(installed):
-    pip("uninstall", "-y", "-q", "glow-backend-example")
-    importlib.invalidate_caches()
-    rows = backends_json(installed)
+def test_uninstalling_removes_it(user):
+    env, work = user
+    env.pip("uninstall", "-y", "-q", "glow-backend-example", cwd=work)
+    rows = backends_json(env, work)
     assert "example" not in rows and rows["reference"]["available"]
-    assert "example" not in plugins.reload().records
 
 
 # -- glow new-backend ------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_new_backend_demo_installs_and_its_tests_run(tmp_path):
-    r = glow_cli("new-backend", "demo", "--dir", str(tmp_path), cwd=tmp_path)
+    env = PluginEnv(tmp_path / "venv")
+    r = env.python_m("glow.cli", "new-backend", "demo", "--dir", str(tmp_path), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     pkg = tmp_path / "glow-backend-demo"
-    try:
-        pip("install", "--no-deps", "-q", str(pkg))
-        assert backends_json(tmp_path)["demo"]["available"]
-        # Its tests, as generated (the op records section keeps this quick): every floor kernel but
-        # Identity is a stub, so those checks fail, each naming the kernel to write.
-        r = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--glow-sections", "records"],
-                pkg)
-        out = r.stdout
-        assert r.returncode == 1, out[-3000:] + r.stderr[-2000:]
-        summary = out.strip().splitlines()[-1]
-        assert " failed" in summary and " passed" in summary and "error" not in summary, summary
-        assert ("NotImplementedError: glow-backend-demo: the kernel for 'MatMul' is not implemented yet "
-                "(write it in glow_backend_demo/kernels.py)") in out
-        assert "glow conformance: demo" in out and "conformance of 'demo': FAIL" in out
-        assert "ok   Identity" in out  # the one kernel written for you passes
-    finally:
-        run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "glow-backend-demo"], ROOT)
-        importlib.invalidate_caches()
-        plugins.reload()
+    env.pip("install", "--no-deps", "-q", str(pkg), cwd=tmp_path)
+    assert backends_json(env, tmp_path)["demo"]["available"]
+    # Its tests, as generated (the op records section keeps this quick): every floor kernel but
+    # Identity is a stub, so those checks fail, each naming the kernel to write.
+    r = env.python_m("pytest", "-q", "-p", "no:cacheprovider", "--glow-sections", "records", cwd=pkg)
+    out = r.stdout
+    assert r.returncode == 1, out[-3000:] + r.stderr[-2000:]
+    summary = out.strip().splitlines()[-1]
+    assert " failed" in summary and " passed" in summary and "error" not in summary, summary
+    assert ("NotImplementedError: glow-backend-demo: the kernel for 'MatMul' is not implemented yet "
+            "(write it in glow_backend_demo/kernels.py)") in out
+    assert "glow conformance: demo" in out and "conformance of 'demo': FAIL" in out
+    assert "ok   Identity" in out  # the one kernel written for you passes

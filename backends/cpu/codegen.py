@@ -21,6 +21,7 @@ otherwise the codegen runs the epilogue as a second, in-place elementwise pass o
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -225,6 +226,7 @@ class Codegen:
         self._operand_of: dict[int, object] = {}  # id(pointer value) -> operand (for noalias)
         self._shared: dict = {}
         self._shared_fns: set[int] = set()  # called more than once: never marked noalias
+        self._by_body: dict[bytes, ir.Function] = {}  # kernel text -> the kernel (deduplication)
         self.instr: Instr | None = None
         self.index = 0
         slots = [self.b.load(self.entry.ptr(ctx, i, PTR), typ=PTR) for i in range(
@@ -236,8 +238,9 @@ class Codegen:
         self._barrier_fn = self._make_barrier()
 
     # -- helpers for emitters --------------------------------------------------------------------
-    def ptr(self, o):
-        """Pointer (in the entry) to an operand's first byte; a null pointer for an empty tensor."""
+    def ptr(self, o, offset: int = 0):
+        """Pointer (in the entry) to an operand's first byte (plus `offset` bytes); a null pointer
+        for an empty tensor."""
         root = o.root
         if root.boxed:
             if isinstance(root.type, dt.TensorType) and root.type.numel == 0:
@@ -251,6 +254,7 @@ class Codegen:
             base, off = self._io[id(root)], o.offset
         else:  # pragma: no cover
             raise BackendError(f"unknown buffer kind {root.kind}")
+        off += offset
         p = self.b.gep(base, [self.entry.i64(off)], source_etype=I8, inbounds=True) if off else base
         self._operand_of[id(p)] = o
         return p
@@ -287,6 +291,7 @@ class Codegen:
         operands overlap no other argument are marked noalias (unless the kernel is shared)."""
         if id(fn) not in self._shared_fns:
             self._mark_noalias(fn, args)
+            fn = self._dedup(fn)
         if not single:
             return self.b.call(fn, args)
         with self.b.if_then(self.b.icmp_signed("==", self.tid, self.entry.i64(0))):
@@ -358,6 +363,18 @@ class Codegen:
         kb.fn.attributes.add("nounwind")
         emit_barrier(kb, kb.args[0], kb.args[1])
         return kb.finish()
+
+    def _dedup(self, fn):
+        """An identical kernel made before (same body, same attributes) instead of `fn`, which is
+        then dropped: kernels take operands as pointers, so same-shaped ops share their code."""
+        text = str(fn)
+        key = hashlib.sha1(text.replace(f'@"{fn.name}"', "@F").replace(f"@{fn.name}(", "@F(").encode()).digest()
+        old = self._by_body.get(key)
+        if old is None:
+            self._by_body[key] = fn
+            return fn
+        del self.module.globals[fn.name]
+        return old
 
     def _mark_noalias(self, fn, args):
         ops = [self._operand_of.get(id(a)) for a in args]

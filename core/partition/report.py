@@ -62,7 +62,8 @@ def to_text(pl) -> str:
     for t, u in zip(pl.targets, pl.usage):
         cap = "no cap" if t.memory_bytes is None else f"cap {fmt_bytes(t.memory_bytes)}"
         ops = "" if t.device.supported_ops is None else f"  ops {'/'.join(sorted(t.device.supported_ops))}"
-        lines.append(f"  {t.name:<10} {t.device.backend:<10} {cap:<16} uses {fmt_bytes(u['total'])} "
+        full = "  FULL" if t.memory_bytes and u["total"] > 0.9 * t.memory_bytes else ""
+        lines.append(f"  {t.name:<10} {t.device.backend:<10} {cap:<16} uses {fmt_bytes(u['total'])}{full} "
                      f"(weights {fmt_bytes(u['weights'])} + activations {fmt_bytes(u['activations'])})"
                      f"  partitions {','.join(f'p{i}' for i in u['partitions']) or '-'}{ops}")
     lines += ["", "partitions:"]

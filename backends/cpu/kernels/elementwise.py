@@ -116,7 +116,7 @@ def emit_strided(cg, name: str, shape, accesses: list, body, *, single: bool | N
         with kb.loop(lo, hi, name=f"d{depth}") as i:
             nest(depth + 1, [b.add(base, b.mul(i, kb.i64(st[depth]))) for base, st in zip(bases, strides)])
 
-    bases = [kb.i64(a.offset) for a in present]
+    bases = [kb.i64(0) for a in present]  # offsets go into the pointers: same-shaped kernels dedupe
     n = kb.i64(sizes[0])
     if len(sizes) == 1:  # split the only dim in whole vectors
         chunk = b.mul(b.sdiv(b.add(b.sdiv(b.add(n, b.sub(nth, kb.i64(1))), nth), kb.i64(VEC - 1)),
@@ -129,7 +129,7 @@ def emit_strided(cg, name: str, shape, accesses: list, body, *, single: bool | N
         lo, hi = b.sdiv(b.mul(n, tid), nth), b.sdiv(b.mul(n, b.add(tid, kb.i64(1))), nth)
     nest(0, bases, lo, hi)
     kb.finish()
-    call_split(cg, kb.fn, [cg.ptr(a.operand) for a in present],
+    call_split(cg, kb.fn, [cg.ptr(a.operand, a.offset * a.dtype.itemsize) for a in present],
                numel < PARALLEL_MIN if single is None else single)
 
 

@@ -1,0 +1,55 @@
+"""A throwaway virtual environment layered on the test environment, for tests that pip-install
+backend packages the way a user does.
+
+The venv sees everything installed in the test environment (system site-packages: glow, pytest,
+pip, ...), so `pip install` there adds only the package under test, and what it installs never
+leaks into the environment the rest of the suite (or another run of it) uses. `bin/` holds `glow`,
+`pytest` and `pip` bound to the venv's interpreter, so shell commands written for a user run as is.
+"""
+
+import os
+import shutil
+import subprocess
+import venv
+
+SCRIPTS = {"glow": "glow.cli", "pytest": "pytest", "pip": "pip"}
+
+
+class PluginEnv:
+    def __init__(self, root):
+        self.root = str(root)
+        venv.create(self.root, system_site_packages=True, with_pip=False, symlinks=True)
+        self.bin = os.path.join(self.root, "bin")
+        self.python = os.path.join(self.bin, "python")
+        for name, module in SCRIPTS.items():
+            path = os.path.join(self.bin, name)
+            with open(path, "w") as f:
+                f.write(f'#!/bin/sh\nexec "{self.python}" -m {module} "$@"\n')
+            os.chmod(path, 0o755)
+
+    @property
+    def env(self) -> dict:
+        env = dict(os.environ, PATH=self.bin + os.pathsep + os.environ["PATH"], VIRTUAL_ENV=self.root,
+                   PIP_DISABLE_PIP_VERSION_CHECK="1")
+        env.pop("GLOW_PLUGINS_TOML", None)  # a user's view: entry points and the shipped defaults
+        env.pop("PYTHONPATH", None)
+        return env
+
+    def run(self, args, cwd, timeout=900, shell=False) -> subprocess.CompletedProcess:
+        return subprocess.run(args, cwd=cwd, env=self.env, capture_output=True, text=True, timeout=timeout,
+                              shell=shell)
+
+    def python_m(self, *args, cwd, timeout=900) -> subprocess.CompletedProcess:
+        return self.run([self.python, "-m", *args], cwd, timeout)
+
+    def pip(self, *args, cwd):
+        r = self.python_m("pip", *args, cwd=cwd)
+        assert r.returncode == 0, f"pip {' '.join(args)}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
+        return r
+
+    def install_copy(self, source: str, workdir) -> str:
+        """pip-install a copy of the package folder `source` (its in-tree build leaves the repo alone)."""
+        dest = os.path.join(str(workdir), os.path.basename(source.rstrip(os.sep)))
+        shutil.copytree(source, dest, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "dist"))
+        self.pip("install", "--no-deps", "-q", dest, cwd=workdir)
+        return dest
