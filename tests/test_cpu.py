@@ -387,6 +387,16 @@ def test_thread_counts_agree(threads):
     agree(g, {"x": x}, threads=threads, rtol=1e-5, atol=1e-4)
 
 
+def test_an_epilogue_pass_waits_for_every_thread_of_its_kernel():
+    # float64 MatMul has no fused-epilogue kernel: the bias is a second pass, split differently
+    a, w, bias = rand((96, 300), "float64"), rand((300, 160), "float64"), rand((160,), "float64")
+    g = build(lambda b, x: b.add1("Add", [b.add1("MatMul", [x, b.constant(w)]), b.constant(bias)]),
+              ("a", a.shape, "float64"))
+    exe = glow.compile(g, "cpu", threads=2)
+    for _ in range(5):
+        np.testing.assert_allclose(exe.run({"a": a})[g.output_names[0]], a @ w + bias, rtol=1e-10)
+
+
 def test_compile_cache_cold_then_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("GLOW_CACHE_DIR", str(tmp_path))
     g = build(lambda b, v: b.add1("Tanh", [b.add1("Mul", [v, v])]), ("x", (7, 9), "float32"))

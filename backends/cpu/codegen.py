@@ -261,7 +261,7 @@ class Codegen:
 
     def weight(self, array: np.ndarray, align: int = WEIGHT_ALIGN):
         """Pack a compile-time array into the weights blob; its pointer in the entry."""
-        off = self._append(np.ascontiguousarray(array).tobytes(), align)
+        off = self._append(np.ascontiguousarray(array), align)
         return self.b.gep(self.weights_base, [self.entry.i64(off)], source_etype=I8, inbounds=True)
 
     def function(self, name: str, arg_types, ret=None) -> KernelBuilder:
@@ -325,6 +325,7 @@ class Codegen:
         kd = self.kernel_for(instr)
         kd.emit(self, instr)
         if instr.expr is not None and not kd.epilogue:
+            self.barrier()  # the second pass splits the output differently from the kernel
             elementwise.emit_epilogue(self, instr)
 
     def kernel_for(self, instr: Instr) -> KernelDef:
@@ -336,25 +337,25 @@ class Codegen:
         return kd
 
     # -- internals -------------------------------------------------------------------------------
-    def _append(self, data: bytes, align: int) -> int:
+    def _append(self, data: np.ndarray, align: int) -> int:
         off = -(-self._weights_size // align) * align
         self._chunks.append((off, data))
-        self._weights_size = off + len(data)
+        self._weights_size = off + data.nbytes
         return off
 
     def _place_weight(self, root) -> int:
         off = self._weight_at.get(id(root))
         if off is None:
             data = np.ascontiguousarray(root.data, dtype=root.type.dtype.np)
-            off = self._weight_at[id(root)] = self._append(data.tobytes(), WEIGHT_ALIGN)
+            off = self._weight_at[id(root)] = self._append(data, WEIGHT_ALIGN)
         return off
 
     def _blob(self) -> np.ndarray:
-        raw = np.zeros(self._weights_size + WEIGHT_ALIGN, np.uint8)
+        raw = np.empty(self._weights_size + WEIGHT_ALIGN, np.uint8)
         shift = (-raw.ctypes.data) % WEIGHT_ALIGN
         blob = raw[shift:shift + max(self._weights_size, 1)]
         for off, data in self._chunks:
-            blob[off:off + len(data)] = np.frombuffer(data, np.uint8)
+            blob[off:off + data.nbytes] = data.reshape(-1).view(np.uint8)
         return blob
 
     def _make_barrier(self):

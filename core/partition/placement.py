@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -213,7 +212,3 @@ def _signed(x: float) -> str:
     if abs(x) < 5e-8:
         return "+0"
     return ("+" if x > 0 else "-") + fmt_time(abs(x))
-
-
-def reason_counts(pl: Placement) -> Counter:
-    return Counter(r["kind"] for r in pl.reasons.values())

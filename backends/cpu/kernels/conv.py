@@ -129,7 +129,9 @@ def emit_conv(make_kb, g: ConvGeometry, epilogue=None, extra_args: int = 0, *, h
         pix = b.add(b.mul(b.add(b.mul(n_, kb.i64(g.hp)), y), kb.i64(g.wp)), x)
         return b.mul(pix, kb.i64(g.cin))
 
-    with kb.loop(lo, hi, name="item") as item:
+    ntaps = b.sext(b.load(taps, typ=I32, align=4), I64)
+
+    def tile(item):
         grp = b.sdiv(item, kb.i64(per_group))
         rem = b.srem(item, kb.i64(per_group))
         panel = b.sdiv(rem, kb.i64(tiles))
@@ -155,7 +157,6 @@ def emit_conv(make_kb, g: ConvGeometry, epilogue=None, extra_args: int = 0, *, h
             n_valid = b.sub(kb.i64(g.cout_g), col_in_grp)
 
         def segs(emit):
-            ntaps = b.sext(b.load(taps, typ=I32, align=4), I64)
             with kb.loop(0, ntaps, name="tap") as tap:
                 a_tap = b.sext(b.load(kb.ptr(taps, b.add(tap, kb.i64(1)), I32), typ=I32, align=4), I64)
                 k_tap = b.mul(tap, kb.i64(g.cin_g))
@@ -164,6 +165,9 @@ def emit_conv(make_kb, g: ConvGeometry, epilogue=None, extra_args: int = 0, *, h
 
         emit_tile(kb, mr, inp, rows, wp, b_base, segs, out, crow, col0, epi, n_valid=n_valid,
                   rows_valid=rows_valid, k_stride=g.nr, nv=g.nv)
+
+    with kb.loop(lo, hi, name="item") as item:
+        tile(item)
     return kb.finish()
 
 

@@ -178,7 +178,8 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
     else:
         live = nv
         masks = [runtime_lane_mask(kb, b.sub(n_valid, kb.i64(v * VEC))) for v in range(nv)]
-    accs = [[kb.var(vec(), ir.Constant(vec(), [0.0] * VEC)) for _ in range(live)] for _ in range(mr)]
+    zero = ir.Constant(vec(), [0.0] * VEC)
+    accs = [[kb.var(vec(), zero) for _ in range(live)] for _ in range(mr)]
 
     def body(a_off, b_k):
         base = b.add(b_base, b.mul(b_k, kb.i64(k_stride)))

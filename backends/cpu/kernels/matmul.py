@@ -158,6 +158,8 @@ def emit_matmul_generic(cg, instr):
                          d.itemsize)
     kb.finish()
     cg.call(kb.fn, [cg.ptr(a), cg.ptr(b), cg.ptr(out)], single=True)
+    if instr.expr is not None:
+        cg.barrier()  # the codegen's epilogue pass follows, split across every thread
 
 
 # -- Gemm --------------------------------------------------------------------------------------
