@@ -49,8 +49,11 @@ def _float_only(fn):
 
 
 def _nan_max(c, a, b, pick):
+    """max (pick ">") or min (pick "<") of two values; NaN wins for floats, as in NumPy. One
+    select over fmax/fmin: nested selects chained 64 deep make LLVM's optimiser crawl."""
     if c.out.is_float:
-        return f"(({a}) != ({a}) ? ({a}) : ({b}) != ({b}) ? ({b}) : ({a}) {pick} ({b}) ? ({a}) : ({b}))"
+        fn = c.r.math("fmax" if pick == ">" else "fmin", c.ct)
+        return f"(({a}) != ({a}) || ({b}) != ({b}) ? ({a}) + ({b}) : {fn}({a}, {b}))"
     return f"(({a}) {pick} ({b}) ? ({a}) : ({b}))"
 
 
