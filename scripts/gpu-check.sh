@@ -24,7 +24,8 @@ step() {  # step NAME SECONDS COMMAND...: run, log, record status and the log's 
   local rc=$?
   [ "$rc" -ne 0 ] && STATUS=1
   say "== $name: exit $rc in $(( $(date +%s) - t0 ))s (limit ${limit}s)"
-  grep -E "passed|failed|NEW FAIL|NOW PASSES|glow\[|ratio|GFLOP|error|Error" "$OUT/$name.log" | tail -25 | tee -a "$SUMMARY"
+  grep -E "[0-9]+ (passed|failed)|passed in|NEW FAIL|NOW PASSES|glow\[|GFLOP|^glow: error|Error:" "$OUT/$name.log" \
+    | cut -c1-240 | tail -15 | tee -a "$SUMMARY"
 }
 
 : > "$SUMMARY"

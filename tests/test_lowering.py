@@ -22,7 +22,8 @@ def test_floor_is_small_closed_and_declared():
 def test_every_rule_has_a_record():
     rule_for("Relu")  # loads the rules
     covered = {(r.domain, r.op) for r in all_records()}
-    missing = sorted(set(LOWERINGS) - covered)
+    # Backend-private ops (domain "glow.<backend>") are tested with their backend (tests/test_cpu_*).
+    missing = sorted(k for k in set(LOWERINGS) - covered if not k[0].startswith("glow."))
     assert not missing, f"lowering rules without a test record: {missing}"
 
 
