@@ -23,7 +23,6 @@ from glow.api import optimize_for_backend
 from glow.backends.cuda.backend import CudaBackend
 from glow.render import GPU
 from glow.render.helpers import HELPERS, render_helpers
-from glow.specialize import specialize_static
 from glow.testing.compare import mismatch, to_array
 
 NVCC = shutil.which("nvcc")
@@ -46,15 +45,16 @@ needs_cuda = pytest.mark.skipif(CUDA_REASON is not None, reason=f"no CUDA device
 
 # -- rendering every kernel of the suites ------------------------------------------------------------
 def _kernels_of(model, feeds, be, into: dict) -> bool:
-    """Add the CUDA kernels of `model` (specialised on `feeds` if its shapes are dynamic)."""
+    """Add the CUDA kernels of `model`, compiled as the backend would (specialised on `feeds`
+    when its shapes or index operands are only known at run time)."""
+    from glow.backend import CompileOptions
+    from glow.render.backend import SpecializingExecutable
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        graph = glow.load_onnx(model)
-        if not graph.is_static():
-            graph, _, _ = specialize_static(graph, feeds)
-        g = optimize_for_backend(graph, be)
-        if not g.is_static():
-            return False
+        g = optimize_for_backend(glow.load_onnx(model), be)
+        if not be.fully_renderable(g):
+            g, _ = SpecializingExecutable(be, g, CompileOptions(), None).specialise(feeds)
         for k in be.compile_graph(g, GPU).program.launches:
             into.setdefault(k.name, k)
     return True

@@ -104,7 +104,7 @@ class SpecializingExecutable(Executable):
             key = signature(self.graph, feeds, bool(self._values))
             hit = self._cache.get(key)
             if hit is None:
-                g, values = self._specialise(feeds)
+                g, values = self.specialise(feeds)
                 self._values = self._values or values
                 params = self.backend.device_params(self.device)
                 hit = self.backend.make_executable(g, self.backend.compile_graph(g, params), self.device)
@@ -112,7 +112,7 @@ class SpecializingExecutable(Executable):
         names = {v.name for v in hit.graph.inputs}
         return hit.run({k: v for k, v in feeds.items() if k in names})
 
-    def _specialise(self, feeds) -> tuple[Graph, bool]:
+    def specialise(self, feeds) -> tuple[Graph, bool]:
         """The static, fully renderable graph for these inputs, and whether input values (not
         only shapes) went into it: shapes first, values of small integer inputs when needed."""
         from ..api import optimize_for_backend

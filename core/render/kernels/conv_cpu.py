@@ -138,7 +138,7 @@ def render_conv_cpu_co(w, instr, params, g):
     w.open(f"for (int ci = 0; ci < {cg}; ++ci)")
     w.line(f"const global float* xc = xb + ci * {ih * iw};")
     if pointwise:
-        w.line(f"const float16 wv = vload16(ci, wb);")
+        w.line("const float16 wv = vload16(ci, wb);")
         for p in range(PIX):
             w.line(f"c{p} = fma((float16)(xc[q{p}]), wv, c{p});")
     else:
