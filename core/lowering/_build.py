@@ -24,3 +24,18 @@ def static_shape(v) -> tuple | None:
 
 def is_float(v) -> bool:
     return isinstance(v.type, dt.TensorType) and v.type.dtype.is_float
+
+
+def op1(rb, op, *inputs, **attrs):
+    """One node: `op1(rb, "Cast", v, to=dt.float32)`."""
+    return rb.emit1(op, list(inputs), attrs or None)
+
+
+def cast(rb, v, to):
+    """v as element type `to` (no node when it already is)."""
+    return v if v.type.dtype == to else op1(rb, "Cast", v, to=to)
+
+
+def const(rb, value, dtype):
+    """A constant of a glow element type."""
+    return rb.constant(np.asarray(value, dtype=dtype.np), name="c")

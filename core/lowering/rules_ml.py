@@ -18,23 +18,12 @@ import numpy as np
 from .. import dtypes as dt
 from ..ops._ml_trees import TRANSFORMS
 from ..ops.ml import _cats, _imputer_values, _label_table, _lincls_model, _linear_weights, _per_feature
-from ._build import ints
+from ._build import cast, const, ints, op1
 from .registry import lowering
 
 F64 = dt.float64
 ML = "ai.onnx.ml"
 
-
-def op1(rb, op, *inputs, **attrs):
-    return rb.emit1(op, list(inputs), attrs or None)
-
-
-def cast(rb, v, to):
-    return v if v.type.dtype == to else op1(rb, "Cast", v, to=to)
-
-
-def const(rb, value, dtype):
-    return rb.constant(np.asarray(value, dtype=dtype.np), name="c")
 
 
 def reshape(rb, v, shape):

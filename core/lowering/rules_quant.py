@@ -17,22 +17,11 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..ops.quant import _division_type, int_range
-from ._build import ints
+from ._build import cast, const, ints, op1
 from .registry import lowering
 
 INT8S = frozenset({dt.int8, dt.uint8})
 
-
-def op1(rb, op, *inputs, **attrs):
-    return rb.emit1(op, list(inputs), attrs or None)
-
-
-def cast(rb, v, to):
-    return v if v.type.dtype == to else op1(rb, "Cast", v, to=to)
-
-
-def const(rb, value, dtype):
-    return rb.constant(np.asarray(value, dtype=dtype.np), name="c")
 
 
 def reshape(rb, v, shape):
