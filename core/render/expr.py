@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import dtypes as dt
 
 
@@ -22,6 +24,7 @@ class OpCtx:
     types: list  # element type of each argument
     out: object  # element type of the result
     attrs: dict
+    consts: list = None  # the value of each argument that is an immediate (else None)
 
     @property
     def r(self):
@@ -88,6 +91,15 @@ def _mod(c):
 
 def _pow(c):
     a, b = c.args
+    k = c.consts[1] if c.consts else None
+    if c.out.is_float and c.ct == "float" and k is not None and k.size == 1:
+        v = float(np.asarray(k, np.float64).reshape(-1)[0])
+        if v == 2.0:
+            return f"({a}) * ({a})"
+        if v > 0 and v != int(v):  # LRN's x^0.75: exp2/log2 helpers the device can vectorise
+            c.w.need("glow_log2f")
+            c.w.need("glow_exp2f")
+            return f"glow_exp2f({c.lit(v)} * glow_log2f({a}))"
     if c.out.is_float:
         if c.types[0] == dt.float64 or c.types[1] == dt.float64 or c.types[1].is_int:
             c.w.uses(dt.float64)  # NumPy computes float powers in float64
@@ -239,7 +251,8 @@ def render_expr(w, expr, leaf, acc: tuple | None = None) -> str:
             return w.r.literal(v, e.type.dtype), e.type.dtype
         vals = [visit(a) for a in e.args]
         out = e.type.dtype
-        ctx = OpCtx(w, [v[0] for v in vals], [v[1] for v in vals], out, dict(e.attrs))
+        consts = [None if a is None or a.op is not None or a.arg is not None else a.value for a in e.args]
+        ctx = OpCtx(w, [v[0] for v in vals], [v[1] for v in vals], out, dict(e.attrs), consts)
         for _, t in vals:
             if t is not None:
                 w.uses(t)

@@ -63,9 +63,44 @@ def _ipow(r) -> str:
 }}"""
 
 
+def _log2f(r) -> str:
+    # log2 of a float from its exponent bits and 2*atanh(s) = log((1+s)/(1-s)) on the mantissa:
+    # plain arithmetic, so a CPU OpenCL compiler vectorises it (PoCL's own log2 is a scalar call).
+    # 0 -> -inf, negative or NaN -> NaN, inf -> inf; about 1 ulp.
+    return f"""{r.helper_qualifier} float glow_log2f(float x) {{
+  const float big = x * 8388608.0f;  /* 2^23: subnormals become normal */
+  const int sub = x < 1.17549435e-38f;
+  const unsigned int bits = {r.float_as_bits("sub ? big : x")};
+  int e = (int)((bits >> 23) & 0xffu) - 127 - (sub ? 23 : 0);
+  float m = {r.bits_as_float("(bits & 0x7fffffu) | 0x3f800000u")};
+  const int hi = m > 1.41421356f;
+  m = hi ? 0.5f * m : m;
+  e += hi;
+  const float f = m - 1.0f, s = f / (2.0f + f), s2 = s * s;
+  const float ln = 2.0f * s * (1.0f + s2 * (0.33333333f + s2 * (0.2f + s2 * (0.14285715f + s2 * 0.11111111f))));
+  const float y = (float)e + ln * 1.44269504f;
+  return x > 0.0f ? (x < {r.bits_as_float("0x7f800000u")} ? y : x) : (x == 0.0f ? -{r.bits_as_float("0x7f800000u")} : {r.bits_as_float("0x7fc00000u")});
+}}"""
+
+
+def _exp2f(r) -> str:
+    # 2^y as 2^n * 2^f (n = rint(y), |f| <= 1/2, degree-7 Taylor of e^(f ln 2)); about 1 ulp.
+    return f"""{r.helper_qualifier} float glow_exp2f(float y) {{
+  const float c = y < -149.0f ? -149.0f : (y > 128.0f ? 128.0f : y);
+  const float n = {r.math("rint", "float")}(c), z = (c - n) * 0.69314718f;
+  const float p = 1.0f + z * (1.0f + z * (0.5f + z * (0.16666667f + z * (0.041666668f
+                  + z * (0.0083333338f + z * (0.0013888889f + z * 0.00019841270f))))));
+  const int k = (int)n;
+  const int lo = k < -126;  /* subnormal results: scale in two steps */
+  const float s1 = {r.bits_as_float("(unsigned int)((lo ? k + 64 : k) + 127) << 23")};
+  const float v = lo ? p * s1 * 5.42101086e-20f : (k > 127 ? {r.bits_as_float("0x7f800000u")} : p * s1);
+  return y != y ? y : v;
+}}"""
+
+
 #: name -> (dialect -> C text). Order matters only for readability of the prelude.
 HELPERS = {"glow_h2f": _h2f, "glow_f2h": _f2h, "glow_bf2f": _bf2f, "glow_f2bf": _f2bf,
-           "glow_ipow": _ipow}
+           "glow_ipow": _ipow, "glow_log2f": _log2f, "glow_exp2f": _exp2f}
 
 
 def render_helpers(renderer, names) -> list[str]:
