@@ -120,12 +120,14 @@ def test_matmul_shapes(m, k, n, shape, request):
 
 @pytest.mark.parametrize("shape", ["gpu", "cpu"])
 @pytest.mark.parametrize("geom", [dict(k=3, s=1, p=1, g=1), dict(k=1, s=1, p=0, g=1), dict(k=3, s=2, p=1, g=1),
-                                  dict(k=5, s=3, p=2, g=1), dict(k=3, s=1, p=1, g=4)])
+                                  dict(k=5, s=3, p=2, g=1), dict(k=3, s=1, p=1, g=4), dict(k=3, s=1, p=1, g=1, hw=45),
+                                  dict(k=3, s=2, p=1, g=1, hw=77), dict(k=7, s=4, p=3, g=1, hw=70)])
 def test_conv_shapes(geom, shape, request):
+    """Every conv variant (direct; CPU: 16 columns x 8 channels, 16 channels x 8 pixels)."""
     if shape == "gpu":
         request.getfixturevalue("gpu_shaped")
     rng = np.random.default_rng(1)
-    cin, cout, hw = 8, 16, 19
+    cin, cout, hw = 8, 16, geom.get("hw", 19)
     x = rng.standard_normal((2, cin, hw, hw), np.float32)
     w = rng.standard_normal((cout, cin // geom["g"], geom["k"], geom["k"]), np.float32)
     b = rng.standard_normal(cout).astype(np.float32)
@@ -194,3 +196,18 @@ def test_unavailable_without_platform(monkeypatch):
             mod.OpenCLBackend().check_available()
     finally:
         mod._discover.cache_clear()
+
+
+def test_constant_power_helpers_match_numpy():
+    """x ** 0.75 (LRN) renders with the vectorisable glow_powf helper: within a few ulp of NumPy,
+    special values included."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.uniform(0, 10, 5000), np.exp(rng.uniform(-100, 80, 5000)),
+                        [0, -1, np.inf, np.nan, 1e-40, 1e-45, 1, 16, 3e38]]).astype(np.float32)
+    g = h.make_graph([h.make_node("Pow", ["x", "e"], ["y"])], "p", [h.make_tensor_value_info("x", T.FLOAT, [x.size])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [x.size])],
+                     [onnx.numpy_helper.from_array(np.array(0.75, np.float32), "e")])
+    exe = glow.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]), backend="opencl")
+    assert "glow_powf" in exe.compiled.program.source
+    got = exe.run({"x": x})["y"]
+    np.testing.assert_allclose(got, np.power(x.astype(np.float64), 0.75).astype(np.float32), rtol=3.6e-7)

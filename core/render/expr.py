@@ -96,10 +96,9 @@ def _pow(c):
         v = float(np.asarray(k, np.float64).reshape(-1)[0])
         if v == 2.0:
             return f"({a}) * ({a})"
-        if v > 0 and v != int(v):  # LRN's x^0.75: exp2/log2 helpers the device can vectorise
-            c.w.need("glow_log2f")
-            c.w.need("glow_exp2f")
-            return f"glow_exp2f({c.lit(v)} * glow_log2f({a}))"
+        if v > 0 and v != int(v):  # LRN's x^0.75: a helper the device can vectorise
+            c.w.need("glow_powf")
+            return f"glow_powf({a}, {c.lit(v)})"
     if c.out.is_float:
         if c.types[0] == dt.float64 or c.types[1] == dt.float64 or c.types[1].is_int:
             c.w.uses(dt.float64)  # NumPy computes float powers in float64

@@ -63,44 +63,46 @@ def _ipow(r) -> str:
 }}"""
 
 
-def _log2f(r) -> str:
-    # log2 of a float from its exponent bits and 2*atanh(s) = log((1+s)/(1-s)) on the mantissa:
-    # plain arithmetic, so a CPU OpenCL compiler vectorises it (PoCL's own log2 is a scalar call).
-    # 0 -> -inf, negative or NaN -> NaN, inf -> inf; about 1 ulp.
-    return f"""{r.helper_qualifier} float glow_log2f(float x) {{
-  const float big = x * 8388608.0f;  /* 2^23: subnormals become normal */
-  const int sub = x < 1.17549435e-38f;
-  const unsigned int bits = {r.float_as_bits("sub ? big : x")};
+def _powf(r) -> str:
+    # x^c for a constant c > 0 (LRN's x^0.75) in plain arithmetic that a CPU OpenCL compiler
+    # vectorises (PoCL's own pow is a scalar library call, ~60 ns per element). x = 2^e * m with
+    # m in [sqrt(1/2), sqrt(2)); log2(m) from 2*atanh(s) = log((1+s)/(1-s)); c*e kept exact as a
+    # two-float sum (fma), so the fraction fed to 2^f keeps full precision for any exponent size;
+    # 2^f from a degree-7 polynomial. About 2 ulp; 0 -> 0, negative or NaN -> NaN, inf -> inf.
+    inf = r.bits_as_float("0x7f800000u")
+    fma = r.math("fma", "float")
+    rint = r.math("rint", "float")
+    return f"""{r.helper_qualifier} float glow_powf(float x, float c) {{
+  const int sub = x < 1.17549435e-38f;  /* subnormals: scale by 2^23 first */
+  const unsigned int bits = {r.float_as_bits("sub ? x * 8388608.0f : x")};
   int e = (int)((bits >> 23) & 0xffu) - 127 - (sub ? 23 : 0);
   float m = {r.bits_as_float("(bits & 0x7fffffu) | 0x3f800000u")};
   const int hi = m > 1.41421356f;
   m = hi ? 0.5f * m : m;
   e += hi;
   const float f = m - 1.0f, s = f / (2.0f + f), s2 = s * s;
-  const float ln = 2.0f * s * (1.0f + s2 * (0.33333333f + s2 * (0.2f + s2 * (0.14285715f + s2 * 0.11111111f))));
-  const float y = (float)e + ln * 1.44269504f;
-  return x > 0.0f ? (x < {r.bits_as_float("0x7f800000u")} ? y : x) : (x == 0.0f ? -{r.bits_as_float("0x7f800000u")} : {r.bits_as_float("0x7fc00000u")});
-}}"""
-
-
-def _exp2f(r) -> str:
-    # 2^y as 2^n * 2^f (n = rint(y), |f| <= 1/2, degree-7 Taylor of e^(f ln 2)); about 1 ulp.
-    return f"""{r.helper_qualifier} float glow_exp2f(float y) {{
-  const float c = y < -149.0f ? -149.0f : (y > 128.0f ? 128.0f : y);
-  const float n = {r.math("rint", "float")}(c), z = (c - n) * 0.69314718f;
-  const float p = 1.0f + z * (1.0f + z * (0.5f + z * (0.16666667f + z * (0.041666668f
-                  + z * (0.0083333338f + z * (0.0013888889f + z * 0.00019841270f))))));
-  const int k = (int)n;
+  const float l = 2.88539008f * s * (1.0f + s2 * (0.33333333f + s2 * (0.2f + s2 * (0.14285715f + s2 * 0.11111111f))));
+  const float ce = c * (float)e, ce_lo = {fma}(c, (float)e, -ce);
+  const float n1 = {rint}(ce);
+  float t = ((ce - n1) + ce_lo) + c * l;
+  const float n2 = {rint}(t);
+  t = (t - n2) * 0.69314718f;
+  const float p = 1.0f + t * (1.0f + t * (0.5f + t * (0.16666667f + t * (0.041666668f
+                  + t * (0.0083333338f + t * (0.0013888889f + t * 0.00019841270f))))));
+  const float nf = n1 + n2;
+  const int k = (int)(nf < -200.0f ? -200.0f : (nf > 200.0f ? 200.0f : nf));
   const int lo = k < -126;  /* subnormal results: scale in two steps */
-  const float s1 = {r.bits_as_float("(unsigned int)((lo ? k + 64 : k) + 127) << 23")};
-  const float v = lo ? p * s1 * 5.42101086e-20f : (k > 127 ? {r.bits_as_float("0x7f800000u")} : p * s1);
-  return y != y ? y : v;
+  const int kk = lo ? (k < -190 ? -126 : k + 64) : (k > 127 ? 127 : k);
+  const float s1 = {r.bits_as_float("(unsigned int)(kk + 127) << 23")};
+  /* 2^128 itself is not a float: p * 2^127 * 2 (p < 1 there may still be finite) */
+  const float v = k > 128 ? {inf} : (k == 128 ? p * s1 * 2.0f : (lo ? p * s1 * 5.42101086e-20f : p * s1));
+  return x > 0.0f ? (x < {inf} ? v : x) : (x == 0.0f ? 0.0f : {r.bits_as_float("0x7fc00000u")});
 }}"""
 
 
 #: name -> (dialect -> C text). Order matters only for readability of the prelude.
 HELPERS = {"glow_h2f": _h2f, "glow_f2h": _f2h, "glow_bf2f": _bf2f, "glow_f2bf": _f2bf,
-           "glow_ipow": _ipow, "glow_log2f": _log2f, "glow_exp2f": _exp2f}
+           "glow_ipow": _ipow, "glow_powf": _powf}
 
 
 def render_helpers(renderer, names) -> list[str]:

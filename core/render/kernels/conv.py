@@ -80,6 +80,10 @@ def render_conv(w, instr, params):
     return render_conv_direct(w, instr, params, g)
 
 
+#: Output widths below this use cpu-co16 (narrow rows waste the lanes of 16-column blocks).
+CO16_BELOW = 32
+
+
 def conv_variant(instr, params, renderer, g: ConvGeometry) -> str:
     """direct | cpu-vec (16 output columns per work-item) | cpu-co16 (16 output channels per
     work-item over packed constant weights: narrow images and 1x1 convolutions)."""
@@ -89,7 +93,7 @@ def conv_variant(instr, params, renderer, g: ConvGeometry) -> str:
     wt = instr.inputs[1]
     packable = wt.kind == "weight" and wt is wt.root and wt.root.data is not None
     pointwise = g.kernel == (1, 1) and g.strides == (1, 1) and g.pads == (0, 0)
-    if packable and g.cout_per_group % 16 == 0 and (g.out_sp[1] < 16 or pointwise):
+    if packable and g.cout_per_group % 16 == 0 and (g.out_sp[1] < CO16_BELOW or pointwise):
         return "cpu-co16"
     if g.cout_per_group % 4 == 0 and (g.out_sp[1] >= 8 or pointwise):
         return "cpu-vec"

@@ -17,8 +17,19 @@ def instr_expr(instr) -> Expr:
     """The expression a fused instruction carries, or a one-node tree for an elementwise kernel."""
     if instr.kind == "fused":
         return instr.expr
-    leaves = tuple(None if o is None else Expr(o.type, arg=k) for k, o in enumerate(instr.inputs))
+    leaves = tuple(None if o is None else _scalar_constant(o) or Expr(o.type, arg=k)
+                   for k, o in enumerate(instr.inputs))
     return Expr(instr.outputs[0].type, op=instr.op, args=leaves, attrs=dict(instr.attrs))
+
+
+def _scalar_constant(operand) -> Expr | None:
+    """A one-element weight as an immediate (as fusion makes them): no load, and rules may
+    specialise on its value (x ** 0.75)."""
+    data = getattr(operand.root, "data", None)
+    if operand.kind == "weight" and operand is operand.root and data is not None and data.size == 1 \
+            and data.dtype != object:
+        return Expr(operand.type, value=data)
+    return None
 
 
 def operand_loader(w, instr, out_shape, flat: str):
