@@ -108,6 +108,34 @@ def test_cpu_and_opencl_branchy_model():
             assert_same(exe.run(f), ref.run(f), rtol=1e-4, atol=1e-5)
 
 
+def _compress_model():
+    """Relu -> Compress (a data-dependent output shape: a host op) -> Neg."""
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Compress", ["r", "c"], ["k"], axis=0),
+         helper.make_node("Neg", ["k"], ["y"])], "compress",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 3]),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, [6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("device", ["opencl", "cpu"])
+def test_host_op_falls_back_to_the_host(device):
+    """A device backend refuses a host op at compile time (it never defers it to run time), so
+    the partitioner places it on the host and the rest on the device."""
+    if device not in glow.available_backends():
+        pytest.skip(f"{device} backend not available here")
+    model = _compress_model()
+    with pytest.raises(glow.GlowError, match="Compress"):
+        glow.compile(model, backend=device)
+    with glow.compile(model, devices=[device, "reference"], pins={"Relu": device, "Neg": device}) as exe:
+        assert exe.placement.device_of == {"relu": device, "compress": "reference", "neg": device}
+        x = np.arange(-9, 9, dtype=np.float32).reshape(6, 3)
+        c = np.array([1, 0, 1, 1, 0, 1], bool)
+        got = exe.run({"x": x, "c": c})["y"]
+        np.testing.assert_array_equal(got, -np.maximum(x, 0)[c])
+
+
 @pytest.mark.slow
 @pytest.mark.opencl
 @pytest.mark.skipif(not HAS_OPENCL or "cpu" not in HOSTS, reason="needs the opencl and cpu backends")

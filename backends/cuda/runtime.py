@@ -86,6 +86,9 @@ class CudaExecutable(Executable):
                 grid = tuple(g // l for g, l in zip(tuple(gsize) + (1,) * (3 - len(gsize)), lsize))
                 args = (self.mem, *[np.uint64(o) for o in launch_offsets(k, layout)])
                 self.steps.append(lambda fn=fn, grid=grid, lsize=lsize, args=args: fn(grid, lsize, args))
+            # The zero fill and the weight upload ran on the legacy default stream, which a
+            # non-blocking stream does not wait for: finish them before the first launch.
+            cp.cuda.runtime.deviceSynchronize()
         self._lock = threading.Lock()
 
     def _run(self, feeds):

@@ -32,6 +32,21 @@ class Compiled:
     render_seconds: float = 0.0
 
 
+def _can_settle(node) -> bool:
+    """Whether specialisation can make a deferred node renderable: not a host op (strings,
+    sequences, data-dependent output shapes), and the op has a kernel, an elementwise rule or a
+    lowering rule. Otherwise it is refused now, so the partitioner places it on another device."""
+    from ..lowering import is_host_op, rule_for as lowering_rule
+    from .expr import CODE_FOR_OP
+    from .registry import rule_for as kernel_rule
+
+    if is_host_op(node.op) or not node.op.pure:
+        return False
+    name = node.op.name
+    return (node.op.has_subgraphs or kernel_rule(name) is not None or name in CODE_FOR_OP
+            or lowering_rule(name, node.op.domain) is not None)
+
+
 class CStyleBackend(Backend):
     renderer = None  # a CStyleRenderer instance (the dialect)
 
@@ -42,7 +57,7 @@ class CStyleBackend(Backend):
             return True
         # Values of unknown shape, and index operands computed at run time, are decided once
         # inputs are seen (specialisation): accepted here, lowered again once they are known.
-        return renders(node, self.renderer) or is_dynamic(node) or needs_values(node)
+        return renders(node, self.renderer) or ((is_dynamic(node) or needs_values(node)) and _can_settle(node))
 
     def fully_renderable(self, graph: Graph) -> bool:
         from ..passes.fusion import FUSED_OPS

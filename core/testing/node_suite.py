@@ -55,14 +55,19 @@ def load_known_failures(backend: str) -> dict[str, str]:
     return out
 
 
-def run_case(case, backend: str = "reference", native: str | None = None) -> str | None:
-    """Run one case; None on success, else a one-line failure description."""
+def run_case(case, backend: str = "reference", native: str | None = None,
+             fallback: str | None = None) -> str | None:
+    """Run one case; None on success, else a one-line failure description. With `fallback` (a
+    device such as "reference"), the partitioner places what `backend` cannot run there."""
     import glow
     import numpy as np
 
     model = case.model
     try:
-        exe = glow.compile(model, backend=backend, native=native)
+        if fallback:
+            exe = glow.compile(model, devices=[backend, fallback], native=native)
+        else:
+            exe = glow.compile(model, backend=backend, native=native)
     except Exception as e:  # noqa: BLE001 - reported as the case's failure
         return f"compile: {type(e).__name__}: {e}"
     init = {t.name for t in model.graph.initializer}
@@ -87,20 +92,25 @@ def main(argv=None) -> int:
     p.add_argument("--backend", default="reference")
     p.add_argument("--native", default=None, help="restrict the backend's native ops (e.g. 'floor')")
     p.add_argument("--filter", default=None, help="regex on case names")
+    p.add_argument("--fallback", default=None, metavar="DEVICE",
+                   help="partition each case over the backend and this host device (e.g. reference): "
+                        "counts what the backend runs with host fallback; no known-failures check")
     p.add_argument("--show-failures", action="store_true")
     p.add_argument("--write-known", metavar="FILE", help="write failures as a known-failures file")
     a = p.parse_args(argv)
     cases = [c for c in collect_cases() if not a.filter or re.search(a.filter, c.name)]
-    known = load_known_failures(a.backend)
+    key = a.backend if not a.native else f"{a.backend}-{a.native}"
+    known = {} if a.fallback else load_known_failures(key)
     fails: dict[str, str] = {}
     t0 = time.time()
     for c in cases:
-        r = run_case(c, a.backend, a.native)
+        r = run_case(c, a.backend, a.native, a.fallback)
         if r:
             fails[c.name] = r
     dt = time.time() - t0
     passed = len(cases) - len(fails)
-    print(f"{a.backend}: {passed}/{len(cases)} passed in {dt:.1f}s")
+    label = key + (f" + {a.fallback} fallback" if a.fallback else "")
+    print(f"{label}: {passed}/{len(cases)} passed in {dt:.1f}s")
     if a.show_failures:
         for n, r in sorted(fails.items()):
             print(f"  FAIL {n}: {r[:300]}")
@@ -109,6 +119,8 @@ def main(argv=None) -> int:
             print(f"  {k:4d}  {r}")
     new = sorted(set(fails) - set(known))
     fixed = sorted(n for n in known if n in {c.name for c in cases} and n not in fails)
+    if a.fallback:
+        return 0
     if new:
         print(f"{len(new)} failing case(s) not in the known-failures list")
     if fixed:
