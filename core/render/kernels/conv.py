@@ -2,8 +2,10 @@
 
     direct     one work-item per output element: a loop over input channels of its group and
                the kernel window, skipping taps in the padding (any float type)
-    cpu-vec    2-D float32 on CPU devices with vector types: each work-item computes 4 output
-               channels x 16 output columns in float16 registers (conv_cpu.py)
+    cpu-vec    2-D float32 on CPU devices with vector types: each work-item computes up to 8
+               output channels x 16 output columns in float16 registers (conv_cpu.py)
+    cpu-co16   16 output channels x 8 pixels over packed constant weights (narrow images,
+               1x1 convolutions; conv_cpu.py)
 
 Bias and the fused epilogue are applied before the single store.
 """
@@ -95,7 +97,7 @@ def conv_variant(instr, params, renderer, g: ConvGeometry) -> str:
     pointwise = g.kernel == (1, 1) and g.strides == (1, 1) and g.pads == (0, 0)
     if packable and g.cout_per_group % 16 == 0 and (g.out_sp[1] < CO16_BELOW or pointwise):
         return "cpu-co16"
-    if g.cout_per_group % 4 == 0 and (g.out_sp[1] >= 8 or pointwise):
+    if g.out_sp[1] >= 8 or pointwise or g.cin_per_group == 1:  # depthwise: narrow rows still win
         return "cpu-vec"
     return "direct"
 

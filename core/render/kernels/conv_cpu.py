@@ -19,7 +19,9 @@ VEC = 16
 
 
 def co_block(g) -> int:
-    return 8 if g.cout_per_group % 8 == 0 else 4
+    """Output channels per work-item: the largest of 8, 4, 2, 1 that divides the group's (a
+    depthwise convolution takes 1: one channel x 16 columns, still one vector fma per tap)."""
+    return next(cb for cb in (8, 4, 2, 1) if g.cout_per_group % cb == 0)
 
 
 def render_conv_cpu(w, instr, params, g):
@@ -35,10 +37,16 @@ def render_conv_cpu(w, instr, params, g):
     ph, pw = (0, 0) if pointwise else g.pads
     cb = co_block(g)
     cg, kpg = g.cin_per_group, g.cout_per_group
-    w.grid((-(-ow // VEC), oh, g.n * (g.cout // cb)), (1, 1, 1))
+    rb = rows_per_item(g, oh, cb * cg * kh * kw)
+    w.grid((-(-ow // VEC), -(-oh // rb), g.n * (g.cout // cb)), (1, 1, 1))
     y, px, pwt = w.arg(out, out=True), w.arg(x), w.arg(wt)
     r = w.r
-    w.line(f"const int ox = {r.global_id(0)} * {VEC}, oy = {r.global_id(1)}, z = {r.global_id(2)};")
+    w.line(f"const int ox = {r.global_id(0)} * {VEC}, z = {r.global_id(2)};")
+    if rb > 1:
+        w.open(f"for (int oy = {r.global_id(1)} * {rb}; oy < min({r.global_id(1)} * {rb} + {rb}, {oh}); ++oy)")
+    else:
+        w.open("")
+        w.line(f"const int oy = {r.global_id(1)};")
     w.line(f"const int nb = z / {g.cout // cb}, co = (z % {g.cout // cb}) * {cb};")
     grp = "0" if g.group == 1 else f"(co / {kpg})"
     w.line(f"const global float* xb = {px} + (nb * {g.cin} + {grp} * {cg}) * {ih * iw};")
@@ -54,23 +62,38 @@ def render_conv_cpu(w, instr, params, g):
     if ph or (oh - 1) * sh + (kh - 1) * dh >= ih:
         w.line(f"if (iy < 0 || iy >= {ih}) continue;")
     w.line(f"const global float* xr = xc + iy * {iw};")
+    span = (VEC - 1) * sw
+    need = span + 1 if sw == 1 else 32 if sw == 2 else None
+    staged = need is not None and iw < need + (kw - 1) * dw
+    if staged:
+        # Rows too narrow for a 16-wide window: copy the row's window for all taps once, zero
+        # padded, then every tap is an aligned-free vload16 from private memory.
+        width = need + (kw - 1) * dw
+        w.line(f"float row[{width}];")
+        w.line(f"for (int j = 0; j < {width}; ++j) {{ const int q = ix0 + j; "
+               f"row[j] = (q >= 0 && q < {iw}) ? xr[q] : 0.0f; }}")
     w.open(f"for (int kx = 0; kx < {kw}; ++kx)")
     w.line(f"const int ix = ix0 + kx * {dw};")
     w.line("float16 xv;")
-    span = (VEC - 1) * sw
     fast = {1: "xv = vload16(0, xr + ix);",
             2: "xv = (float16)(vload16(0, xr + ix).even, vload16(0, xr + ix + 16).even);"}.get(sw)
-    need = span + 1 if sw == 1 else 32 if sw == 2 else None
-    if fast is not None:
-        w.line(f"if (ix >= 0 && ix + {need} <= {iw}) {{ {fast} }}")
-        w.open("else")
+    if staged:
+        src = f"row + kx * {dw}"
+        w.line("xv = vload16(0, " + src + ");" if sw == 1 else
+               f"xv = (float16)(vload16(0, {src}).even, vload16(0, {src} + 16).even);")
     else:
-        w.open("")
-    w.line(f"float t[{VEC}];")
-    w.line(f"for (int j = 0; j < {VEC}; ++j) {{ const int q = ix + j * {sw}; "
-           f"t[j] = (q >= 0 && q < {iw}) ? xr[q] : 0.0f; }}")
-    w.line("xv = vload16(0, t);")
-    w.close()
+        if fast is not None:
+            w.line(f"if (ix >= 0 && ix + {need} <= {iw}) {{ {fast} }}")
+            w.open("else")
+        else:
+            w.open("")
+        # Edges: branch-free, every lane loads from a clamped column and the lanes outside the
+        # row are zeroed (the compiler makes it a masked gather).
+        w.line(f"const int16 q = ix + {sw} * (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);")
+        w.line(f"const int16 qc = clamp(q, 0, {iw - 1});")
+        w.line("const float16 g = (float16)(" + ", ".join(f"xr[qc.s{j:x}]" for j in range(VEC)) + ");")
+        w.line(f"xv = select((float16)(0.0f), g, (q >= 0) & (q < {iw}));")
+        w.close()
     for j in range(cb):
         w.line(f"c{j} = fma((float16)(wc[{j * cg * kh * kw} + ky * {kw} + kx]), xv, c{j});")
     w.close()
@@ -95,6 +118,20 @@ def render_conv_cpu(w, instr, params, g):
             w.line(f"yr[j] = {v};")
             w.close()
         w.close()
+    w.close()
+
+
+#: Fewer multiply-adds than this per work-item and row: a work-item takes several output rows,
+#: since a CPU OpenCL device pays a fixed cost per work-group (about 0.3 us on PoCL).
+MIN_ITEM_WORK = 256
+
+
+def rows_per_item(g, oh: int, work_per_row: int) -> int:
+    """Output rows per work-item: 1, or enough that a depthwise/thin convolution's work-item
+    amortises the work-group cost (the image's rows in one work-item at most)."""
+    if work_per_row >= MIN_ITEM_WORK:
+        return 1
+    return min(oh, -(-MIN_ITEM_WORK // work_per_row))
 
 
 # -- small images: vectorise over output channels ---------------------------------------------------
