@@ -1,6 +1,7 @@
 """Pooling: MaxPool (with its optional Indices output), AveragePool, GlobalAveragePool/MaxPool.
 
-One work-item per output element, looping over its window and skipping taps in the padding.
+One work-item per output element, looping over its window and skipping taps in the padding;
+on CPU devices 2-D float32 pools take the vectorised kernel of pool_cpu.py.
 Semantics as the references in core/ops/pool.py: padding never wins a max, the first maximum in
 window order wins ties, AveragePool's divisor counts padding only with count_include_pad (and
 never the extra room ceil_mode adds), halves accumulate in float.
@@ -45,8 +46,23 @@ def _window(w, osp, geo, skip=True):
     return " + ".join(f"ix{a} * {t}" if t != 1 else f"ix{a}" for a, t in enumerate(st))
 
 
+def _cpu_variant(w, instr, params, kind: str) -> bool:
+    """Render the CPU-shaped kernel (pool_cpu.py) when it applies; True when it did."""
+    from .pool_cpu import cpu_pool_ok, render_pool_cpu
+
+    if not cpu_pool_ok(instr, params, w.r):
+        return False
+    x, a = instr.inputs[0], instr.attrs
+    k, s, d, osp, pb = window_geometry(x.type.shape, a["kernel_shape"], a, bool(a.get("ceil_mode", 0)))
+    pe = _end_pads(instr, x.type.shape) if kind == "avg" else (0, 0)
+    render_pool_cpu(w, instr, (k, s, d, osp, pb, tuple(x.type.shape[2:])), kind, tuple(pe))
+    return True
+
+
 @kernel_rule("MaxPool", supports=lambda node, r: node.attrs.get("storage_order", 0) in (0, 1))
 def render_maxpool(w, instr, params):
+    if _cpu_variant(w, instr, params, "max"):
+        return
     x, out, y, i, osp, geo = _pool_setup(w, instr, params)
     dtype = x.type.dtype
     ct = w.r.compute(dtype)
@@ -83,6 +99,8 @@ def _flat_tap(geo, instr) -> str:
 
 @kernel_rule("AveragePool")
 def render_avgpool(w, instr, params):
+    if _cpu_variant(w, instr, params, "avg"):
+        return
     x, out, y, i, osp, geo = _pool_setup(w, instr, params)
     k, s, d, _, pb, in_sp = geo
     include = bool(instr.attrs.get("count_include_pad", 0))
