@@ -1,4 +1,4 @@
-"""Fit the polynomial coefficients used by backends/cpu/kernels/vmath.py (run once; prints them).
+"""Fit the polynomial coefficients used by glow.vmath (core/vmath.py) (run once; prints them).
 
 Least-squares fits in float64 on Chebyshev nodes, weighted for relative error, then checked by
 evaluating the float32 kernels' formulas in float32 on a dense grid. Reproducible: no randomness.
