@@ -24,3 +24,15 @@ def add_const_model():
     w = onnx.numpy_helper.from_array(np.arange(3, dtype=np.float32), "w")
     return make_model([helper.make_node("Add", ["x", "w"], ["y"])], [("x", TensorProto.FLOAT, [2, 3])],
                       [("y", TensorProto.FLOAT, [2, 3])], [w])
+
+
+def backend_unavailable(name: str) -> str | None:
+    """None when backend `name` can run here, else the reason it cannot (for skip markers)."""
+    import glow
+    from glow.plugins import registry
+
+    try:
+        registry().get(name).check_available()
+    except glow.GlowError as e:
+        return str(e)
+    return None

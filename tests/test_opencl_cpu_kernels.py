@@ -15,21 +15,12 @@ import glow
 import numpy as np
 import onnx
 import pytest
+from helpers import backend_unavailable
 from onnx import TensorProto as T
 from onnx import helper as h
 
 
-def _opencl_reason() -> str | None:
-    from glow.backends.opencl.backend import OpenCLBackend
-
-    try:
-        OpenCLBackend().check_available()
-    except glow.BackendError as e:
-        return str(e)
-    return None
-
-
-REASON = _opencl_reason()
+REASON = backend_unavailable("opencl")
 pytestmark = [pytest.mark.opencl,
               pytest.mark.skipif(REASON is not None, reason=f"no OpenCL platform: {REASON}")]
 
