@@ -19,7 +19,6 @@ from helpers import backend_unavailable
 from onnx import TensorProto as T
 from onnx import helper as h
 
-
 REASON = backend_unavailable("opencl")
 pytestmark = [pytest.mark.opencl,
               pytest.mark.skipif(REASON is not None, reason=f"no OpenCL platform: {REASON}")]

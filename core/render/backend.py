@@ -36,7 +36,8 @@ def _can_settle(node) -> bool:
     """Whether specialisation can make a deferred node renderable: not a host op (strings,
     sequences, data-dependent output shapes), and the op has a kernel, an elementwise rule or a
     lowering rule. Otherwise it is refused now, so the partitioner places it on another device."""
-    from ..lowering import is_host_op, rule_for as lowering_rule
+    from ..lowering import is_host_op
+    from ..lowering import rule_for as lowering_rule
     from .expr import CODE_FOR_OP
     from .registry import rule_for as kernel_rule
 
