@@ -211,3 +211,91 @@ def test_constant_power_helpers_match_numpy():
     assert "glow_powf" in exe.compiled.program.source
     got = exe.run({"x": x})["y"]
     np.testing.assert_allclose(got, np.power(x.astype(np.float64), 0.75).astype(np.float32), rtol=3.6e-7)
+
+
+# -- the narrow formats (float8, float4, int4, int2): Cast both ways, bit for bit --------------------
+NARROW = {"float8e4m3fn": T.FLOAT8E4M3FN, "float8e4m3fnuz": T.FLOAT8E4M3FNUZ, "float8e5m2": T.FLOAT8E5M2,
+          "float8e5m2fnuz": T.FLOAT8E5M2FNUZ, "float8e8m0": T.FLOAT8E8M0, "float4e2m1": T.FLOAT4E2M1,
+          "int4": T.INT4, "uint4": T.UINT4, "int2": T.INT2, "uint2": T.UINT2}
+
+
+def _narrow_probe() -> np.ndarray:
+    """Every finite value of every narrow format, the halfway points between neighbours (and the
+    floats just either side of them), the ends of the ranges, signed zeros, NaNs, infinities,
+    float32 subnormals and values far out of range."""
+    import ml_dtypes
+
+    grid = [np.arange(256, dtype=np.uint8).view(glow.dtypes.from_name(n).np).astype(np.float32)
+            for n in NARROW]
+    v = np.unique(np.concatenate(grid + [np.float32([2.0 ** k for k in range(-140, 128)])]))
+    v = v[np.isfinite(v)]
+    v = np.concatenate([v, -v])
+    v = np.unique(np.concatenate([v, ((v[1:].astype(np.float64) + v[:-1]) / 2).astype(np.float32)]))
+    v = np.concatenate([v, np.nextafter(v, np.float32(np.inf)), np.nextafter(v, np.float32(-np.inf))])
+    specials = [0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 1e-45, -1e-45, 1e-40, -3e-39, 3.4028235e38,
+                -3.4028235e38, 1e10, -1e10, 2.0 ** 31, -2.0 ** 31, 3e9, 7.5, -8.5, 8.5, 15.5, 16.5,
+                float(ml_dtypes.finfo(ml_dtypes.float8_e4m3fn).max) + 16]
+    return np.concatenate([v, np.float32(specials)]).astype(np.float32)
+
+
+def _narrow_reference(x, fmt, saturate, round_mode):
+    """ml_dtypes' conversion, after the clamp to the largest finite value that saturate=1 means
+    for the float8 formats with an overflow code; float8e8m0's rounding modes are glow's own."""
+    import ml_dtypes
+    from glow.ops.cast import SATURATING_F8, cast_array
+
+    d = glow.dtypes.from_name(fmt)
+    if d == glow.dtypes.float8e8m0:
+        return cast_array(x, d, bool(saturate), round_mode)
+    if saturate and d in SATURATING_F8:
+        top = float(ml_dtypes.finfo(d.np).max)
+        x = np.clip(x, -top, top)
+    with np.errstate(invalid="ignore"):
+        return x.astype(d.np)
+
+
+NARROW_CASES = [(f, s, "up") for f in NARROW for s in (0, 1)] + \
+               [("float8e8m0", s, m) for s in (0, 1) for m in ("down", "nearest")]
+
+
+@pytest.mark.parametrize("fmt,saturate,round_mode", NARROW_CASES,
+                         ids=[f"{f}-sat{s}-{m}" for f, s, m in NARROW_CASES])
+def test_narrow_formats_cast_bit_for_bit(fmt, saturate, round_mode):
+    """float32 -> narrow format -> float32 agrees bit for bit with ml_dtypes: values, halfway
+    points, overflow, NaN and signed zeros, with and without saturation."""
+    x = _narrow_probe()
+    g = h.make_graph([h.make_node("Cast", ["x"], ["q"], to=NARROW[fmt], saturate=saturate, round_mode=round_mode),
+                      h.make_node("Cast", ["q"], ["y"], to=T.FLOAT)], "narrow",
+                     [h.make_tensor_value_info("x", T.FLOAT, [x.size])],
+                     [h.make_tensor_value_info("q", NARROW[fmt], [x.size]),
+                      h.make_tensor_value_info("y", T.FLOAT, [x.size])])
+    exe = glow.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 25)]), backend="opencl")
+    assert f"glow_{fmt}_enc" in exe.compiled.program.source or "int" in fmt
+    out = exe.run({"x": x})
+    want = _narrow_reference(x, fmt, saturate, round_mode)
+    np.testing.assert_array_equal(out["q"].view(np.uint8), want.view(np.uint8))
+    np.testing.assert_array_equal(out["y"].view(np.uint32), want.astype(np.float32).view(np.uint32))
+
+
+@pytest.mark.parametrize("src", ["float64", "float16", "int32", "int64", "bool"])
+def test_narrow_formats_cast_from_other_sources(src):
+    """Every narrow format from wider and integer sources: a float64 is rounded through float32
+    as ml_dtypes does, float8e8m0 decides in float64 as the reference does."""
+    from glow.ops.cast import cast_array
+
+    rng = np.random.default_rng(1)
+    base = np.concatenate([rng.standard_normal(200) * 10.0 ** rng.uniform(-10, 10, 200),
+                           [0, 1.5, 2 ** 24 + 1, 1.0625 + 2 ** -40, 448, 500, 2.0 ** 127 * 1.5, 2.0 ** -130, 7.5,
+                            -17, 2 ** 31 + 5, 2.0 ** 53 + 1]])
+    with np.errstate(all="ignore"):
+        x = base > 0 if src == "bool" else base.astype(src)
+    for fmt, to in NARROW.items():
+        for saturate, mode in [(1, "up"), (0, "up")] + [(0, "nearest"), (1, "down")] * (fmt == "float8e8m0"):
+            g = h.make_graph([h.make_node("Cast", ["x"], ["q"], to=to, saturate=saturate, round_mode=mode)], "n",
+                             [h.make_tensor_value_info("x", h.np_dtype_to_tensor_dtype(x.dtype), [x.size])],
+                             [h.make_tensor_value_info("q", to, [x.size])])
+            exe = glow.compile(h.make_model(g, opset_imports=[h.make_opsetid("", 25)]), backend="opencl")
+            with np.errstate(all="ignore"):
+                want = cast_array(x, glow.dtypes.from_name(fmt), bool(saturate), mode)
+            np.testing.assert_array_equal(exe.run({"x": x})["q"].view(np.uint8), want.view(np.uint8),
+                                          err_msg=f"{src} -> {fmt}, saturate={saturate}, round_mode={mode}")

@@ -84,6 +84,16 @@ def _half_add():
     return m
 
 
+def _narrow_cast():
+    # float32 -> float8e4m3fn (saturating: the table decodes, the encoder rounds) and -> int4
+    g = h.make_graph([h.make_node("Cast", ["x"], ["f8"], to=T.FLOAT8E4M3FN, saturate=1),
+                      h.make_node("Cast", ["x"], ["i4"], to=T.INT4)], "golden",
+                     [h.make_tensor_value_info("x", T.FLOAT, [4, 8])],
+                     [h.make_tensor_value_info("f8", T.FLOAT8E4M3FN, None),
+                      h.make_tensor_value_info("i4", T.INT4, None)])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+
+
 CASES = [
     # (golden file stem, model builder, dialect, device parameters)
     ("fused_bias_relu", _fused, "opencl", CPU),
@@ -98,6 +108,7 @@ CASES = [
     ("maxpool", _maxpool, "cuda", GPU),
     ("transpose", _transpose, "opencl", CPU),
     ("half_add", _half_add, "cuda", GPU),
+    ("narrow_cast", _narrow_cast, "cuda", GPU),
 ]
 IDS = [f"{stem}.{EXT[dialect]}" for stem, _, dialect, _ in CASES]
 

@@ -19,8 +19,10 @@ class CUDARenderer(CStyleRenderer):
     local_qualifier = "__shared__"
     restrict = "__restrict__"
     barrier = "__syncthreads();"
+    global_barrier = "__syncthreads();"  # also orders the block's global-memory accesses
     offset_type = "unsigned long long"
     has_vectors = False
+    table_qualifier = "__device__ const"  # read through the L1 cache: lanes index it divergently
 
     def global_id(self, axis: int) -> str:
         a = _AXES[axis]

@@ -14,8 +14,10 @@ class OpenCLRenderer(CStyleRenderer):
     local_qualifier = "local"
     restrict = "restrict"
     barrier = "barrier(CLK_LOCAL_MEM_FENCE);"
+    global_barrier = "barrier(CLK_GLOBAL_MEM_FENCE);"
     offset_type = "ulong"
     has_vectors = True  # floatN, vloadN / vstoreN: used by the CPU-shaped kernels
+    table_qualifier = "constant"  # program-scope tables (the narrow formats' decoding)
     type_names = {
         dt.float32: "float", dt.float64: "double", dt.float16: "ushort", dt.bfloat16: "ushort",
         dt.int8: "char", dt.int16: "short", dt.int32: "int", dt.int64: "long",

@@ -11,7 +11,9 @@ rarely, a method; the kernels themselves stay shared. The extension points, all 
     local_qualifier        work-group shared memory ("local", "__shared__")
     restrict               the no-alias qualifier ("restrict", "__restrict__")
     barrier                a work-group barrier with local-memory fence
+    global_barrier         a work-group barrier with global-memory fence (empty: none)
     type_names             element type -> C storage type name
+    table_qualifier        what declares a program-scope constant table ("constant", "__device__ const")
     offset_type            the C type of a byte offset argument (64-bit unsigned)
     has_vectors            whether `floatN` vector types with vloadN/vstoreN exist (OpenCL)
     global_id/local_id/group_id(axis)   work-item built-ins
@@ -22,7 +24,9 @@ rarely, a method; the kernels themselves stay shared. The extension points, all 
 
 Compute types: float16 and bfloat16 are stored as 16-bit integers and computed in float
 (converted by the prelude helpers in helpers.py, identical in every dialect); bool is stored as a
-byte holding 0 or 1.
+byte holding 0 or 1. The narrow formats (float8, float4, int4, int2) are stored one element per
+byte in ml_dtypes' layouts and computed in float (the float formats, decoded through a table) or
+int (the integer formats, sign-extended); only Cast makes new values of them (helpers.py).
 """
 
 from __future__ import annotations
@@ -30,6 +34,11 @@ from __future__ import annotations
 from .. import dtypes as dt
 
 HALF_TYPES = (dt.float16, dt.bfloat16)
+NARROW_FLOATS = (dt.float8e4m3fn, dt.float8e4m3fnuz, dt.float8e5m2, dt.float8e5m2fnuz, dt.float8e8m0,
+                 dt.float4e2m1)
+NARROW_INTS = (dt.int4, dt.uint4, dt.int2, dt.uint2)
+#: One byte per element, in ml_dtypes' layouts; stored as the dialect's unsigned char.
+NARROW_TYPES = NARROW_FLOATS + NARROW_INTS
 
 
 class CStyleRenderer:
@@ -43,8 +52,10 @@ class CStyleRenderer:
     local_qualifier = ""
     restrict = "restrict"
     barrier = ""
+    global_barrier = ""
     offset_type = "unsigned long long"
     has_vectors = False
+    table_qualifier = "static const"
     #: Element types this dialect can store (anything else is declined by the support predicate).
     type_names = {
         dt.float32: "float", dt.float64: "double", dt.float16: "unsigned short",
@@ -75,14 +86,17 @@ class CStyleRenderer:
     # -- types ---------------------------------------------------------------------------------
     def storage(self, dtype) -> str:
         """The C type holding one element in memory."""
-        return self.type_names[dtype]
+        return self.type_names[dt.uint8 if dtype in NARROW_TYPES else dtype]
 
     def compute(self, dtype) -> str:
-        """The C type a value is computed in (16-bit floats widen to float)."""
-        return "float" if dtype in HALF_TYPES else self.type_names[dtype]
+        """The C type a value is computed in (16-bit and narrow floats widen to float, the
+        narrow integers to int)."""
+        if dtype in HALF_TYPES or dtype in NARROW_FLOATS:
+            return "float"
+        return "int" if dtype in NARROW_INTS else self.type_names[dtype]
 
     def supports_dtype(self, dtype) -> bool:
-        return dtype in self.type_names
+        return dtype in self.type_names or dtype in NARROW_TYPES
 
     def math(self, fn: str, ctype: str) -> str:
         """The name of math function `fn` for arguments of C type `ctype`."""

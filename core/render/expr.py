@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import dtypes as dt
+from .cstyle import NARROW_TYPES
+from .helpers import narrow_cast
 
 
 @dataclass
@@ -56,8 +58,15 @@ def _nan_max(c, a, b, pick):
     select over fmax/fmin: nested selects chained 64 deep make LLVM's optimiser crawl."""
     if c.out.is_float:
         fn = c.r.math("fmax" if pick == ">" else "fmin", c.ct)
-        return f"(({a}) != ({a}) || ({b}) != ({b}) ? ({a}) + ({b}) : {fn}({a}, {b}))"
+        nan = " || ".join(f"({v}) != ({v})" for v in (a, b) if not _never_nan(c, v))
+        return f"({nan} ? ({a}) + ({b}) : {fn}({a}, {b}))" if nan else f"{fn}({a}, {b})"
     return f"(({a}) {pick} ({b}) ? ({a}) : ({b}))"
+
+
+def _never_nan(c, v: str) -> bool:
+    """Whether argument `v` is an immediate that is not NaN (its NaN test would be constant)."""
+    return any(v == a and k is not None and not np.isnan(np.asarray(k, np.float64)).any()
+               for a, k in zip(c.args, c.consts or []))
 
 
 def _variadic(c, pick):
@@ -133,6 +142,12 @@ def _abs(c):
 
 def _cast(c):
     (x,) = c.args
+    if c.types[0] == c.out:
+        return x
+    if c.out in NARROW_TYPES:  # rounded to the format here (saturate, round_mode), stored exactly
+        mode = c.attrs.get("round_mode", "up")
+        return narrow_cast(c.w, x, c.types[0], c.out, bool(c.attrs.get("saturate", 1)),
+                           mode.decode() if isinstance(mode, bytes) else mode)
     if c.out == dt.bool_:
         return f"({c.ct})(({x}) != 0)"
     # Out-of-range float -> int is undefined in C; NumPy on the same host does a plain C cast too.

@@ -2,10 +2,17 @@
 
 A kernel names the helpers it calls (`KernelWriter.need`); the program's prelude holds each
 needed helper once. They are plain C over the dialect's bit-cast built-ins, so OpenCL and CUDA
-round 16-bit floats identically (IEEE round-to-nearest-even, as NumPy and ml_dtypes do).
+round 16-bit floats identically (IEEE round-to-nearest-even, as NumPy and ml_dtypes do), and
+decode and encode the narrow formats (float8, float4, int4, int2) identically too.
 """
 
 from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from .. import dtypes as dt
+from ..narrow import FLOAT_FORMATS, INT_BITS
 
 
 def _h2f(r) -> str:
@@ -100,9 +107,162 @@ def _powf(r) -> str:
 }}"""
 
 
+# -- narrow formats: float8, float4, int4, int2, one element per byte (ml_dtypes' layouts) -------
+# The float formats decode through a 256-entry table of float32 bit patterns made from ml_dtypes
+# itself, so decoding agrees with the reference by construction. Encoding rounds to nearest even
+# on the format's grid: with e' = max(exponent of |x|, the smallest normal exponent),
+# code = (e' + bias - 1) * 2^M + rint(|x| * 2^(M - e')); the scaling is exact, and a mantissa that
+# rounds up carries into the exponent by itself. Codes past the largest finite one overflow the
+# way ml_dtypes does (inf, NaN or the largest value); `saturate` clamps to the largest finite
+# first (ONNX Cast). The integer formats are ints in registers: a C-style truncation whose low
+# bits are kept (sign-extended for int4 / int2), as ml_dtypes converts.
+
+E8M0_ROUND = {"up": 0, "down": 1, "nearest": 2}
+#: Sources whose values float32 does not hold exactly (e8m0's rounding looks at every bit).
+_WIDE = (dt.float64, dt.int32, dt.uint32, dt.int64, dt.uint64)
+
+
+def narrow_int(dtype, v: str) -> str:
+    """The value of the low bits of int `v` in an integer format (sign-extended when signed)."""
+    bits = INT_BITS[dtype]
+    mask = (1 << bits) - 1
+    if not dtype.is_signed:
+        return f"(({v}) & {mask})"
+    half = 1 << (bits - 1)
+    return f"(((({v}) & {mask}) ^ {half}) - {half})"
+
+
+def narrow_decode(w, dtype, byte: str) -> str:
+    """The compute value of a stored narrow element: float via the format's table, or int."""
+    if dtype in INT_BITS:
+        return narrow_int(dtype, f"(int){byte}")
+    w.need(f"glow_{dtype.name}_dec")
+    return f"glow_{dtype.name}_dec({byte})"
+
+
+def narrow_encode(w, dtype, value: str, saturate: bool = False, round_mode: str = "up") -> str:
+    """The storage byte of compute value `value` in a narrow format."""
+    st = w.r.storage(dtype)
+    if dtype in INT_BITS:
+        return f"({st})(({value}) & {(1 << INT_BITS[dtype]) - 1})"
+    w.need(f"glow_{dtype.name}_enc")
+    if dtype == dt.float8e8m0:
+        return f"glow_{dtype.name}_enc({value}, {int(saturate)}, {E8M0_ROUND[round_mode]})"
+    return f"glow_{dtype.name}_enc({value}, {int(saturate)})"
+
+
+def narrow_cast(w, value: str, src, dtype, saturate: bool, round_mode: str = "up") -> str:
+    """Cast `value` (compute type of `src`) to a narrow format: its compute value, rounded as
+    the format rounds (ml_dtypes: a float64 source is rounded to float32 first)."""
+    r = w.r
+    if dtype in INT_BITS:
+        if not src.is_float:
+            return narrow_int(dtype, f"(int)({value})")
+        lim = "2147483648.0" if r.compute(src) == "double" else "2147483648.0f"
+        fabs = r.math("fabs", r.compute(src))
+        # NaN and values outside int32 give 0 (x86's 0x80000000 has no low bits), as ml_dtypes
+        return narrow_int(dtype, f"{fabs}({value}) < {lim} ? (int)({value}) : 0")
+    if dtype == dt.float8e8m0 and src in _WIDE:
+        w.uses(dt.float64)
+        w.need("glow_d2f_odd")
+        x = f"glow_d2f_odd((double)({value}))"  # the reference decides in float64
+    else:
+        x = value if r.compute(src) == "float" else f"(float)({value})"
+    return narrow_decode(w, dtype, narrow_encode(w, dtype, x, saturate, round_mode))
+
+
+def _table(r, dtype) -> str:
+    codes = np.arange(256, dtype=np.uint8).view(dtype.np).astype(np.float32).view(np.uint32)
+    rows = [", ".join(f"0x{int(c):08x}u" for c in codes[k:k + 8]) for k in range(0, 256, 8)]
+    body = ",\n  ".join(rows)
+    return f"""{r.table_qualifier} unsigned int glow_{dtype.name}_bits[256] = {{
+  {body}
+}};
+{r.helper_qualifier} float glow_{dtype.name}_dec(unsigned char b) {{
+  return {r.bits_as_float(f"glow_{dtype.name}_bits[b]")};
+}}"""
+
+
+def _float_encoder(r, dtype) -> str:
+    f, st = FLOAT_FORMATS[dtype], r.storage(dt.uint8)
+    m, e_min = f.m_bits, 1 - f.bias
+    big = 2.0 ** (e_min + 2 ** f.e_bits)  # past every code: overflows below, scales exactly
+    top = float(ml_dtypes.finfo(dtype.np).max)
+    shift = f.sign_bit.bit_length() - 1
+    sat = f"  a = saturate && a > {_f(top)} ? {_f(top)} : a;\n" if f.overflow != f.max_code else ""
+    if f.nan_sign:
+        nan = f"{f.nan}u | (neg << {shift})"
+    elif dtype == dt.float4e2m1:  # ml_dtypes: +NaN -> 0b1000 (-0), -NaN -> 0
+        nan = "neg ? 0u : 8u"
+    else:
+        nan = f"{f.nan}u"
+    keep = [] if f.signed_zero else ["c == 0"]
+    if f.overflow & f.sign_bit:  # the overflow code is NaN, which has no sign here
+        keep.append(f"c == {f.overflow}")
+    signed = f"c | (neg << {shift})"
+    signed = f"{' || '.join(keep)} ? c : {signed}" if keep else signed
+    fabs, rint = r.math("fabs", "float"), r.math("rint", "float")
+    return f"""{r.helper_qualifier} {st} glow_{dtype.name}_enc(float x, int saturate) {{
+  const unsigned int neg = {r.float_as_bits("x")} >> 31;
+  if (x != x) return ({st})({nan});
+  float a = {fabs}(x);
+  a = a > {_f(big)} ? {_f(big)} : a;
+{sat}  int e = (int)({r.float_as_bits("a")} >> 23) - 127;
+  e = e < {e_min} ? {e_min} : e;
+  const float q = {rint}(a * {r.bits_as_float(f"(unsigned int)({m + 127} - e) << 23")});
+  int c = (e + {f.bias - 1}) * {1 << m} + (int)q;
+  c = c > {f.max_code} ? {f.overflow} : c;
+  return ({st})({signed});
+}}"""
+
+
+def _e8m0_encoder(r) -> str:
+    # The reference's power-of-two rounding: mode 0 up, 1 down, 2 nearest (a tie, 1.5 * 2^k, goes
+    # up); the sign is ignored. Out of range: NaN (0xff), or the nearest end with `saturate`.
+    st = r.storage(dt.uint8)
+    inf = r.bits_as_float("0x7f800000u")
+    return f"""{r.helper_qualifier} {st} glow_float8e8m0_enc(float x, int saturate, int mode) {{
+  const float a = {r.math("fabs", "float")}(x);
+  if (a != a) return ({st})255;
+  if (a == 0.0f || a == {inf}) return ({st})(saturate ? (a == 0.0f ? 0 : 254) : 255);
+  const int sub = a < 1.17549435e-38f;  /* subnormals: scale by 2^23 first */
+  const unsigned int bits = {r.float_as_bits("sub ? a * 8388608.0f : a")};
+  const unsigned int m = bits & 0x7fffffu;
+  const int lo = (int)(bits >> 23) - 127 - (sub ? 23 : 0);
+  const int c = 127 + (mode == 1 ? lo : mode == 2 ? lo + (m >= 0x400000u) : lo + (m != 0u));
+  if (c < 0) return ({st})(saturate ? 0 : 255);
+  return ({st})(c > 254 ? (saturate ? 254 : 255) : c);
+}}"""
+
+
+def _d2f_odd(r) -> str:
+    # float64 -> float32 rounding to odd: the float32 keeps whether the float64 was exact, so a
+    # second rounding (to a power of two, float8e8m0) decides as the float64 would.
+    fabs = r.math("fabs", "double")
+    return f"""{r.helper_qualifier} float glow_d2f_odd(double x) {{
+  const float t = (float)x;
+  if ((double)t == x || x != x || {fabs}(x) >= 3.402823669209385e+38) return t;
+  const unsigned int b = {r.float_as_bits("t")} - ({fabs}((double)t) > {fabs}(x) ? 1u : 0u);
+  return {r.bits_as_float("b | 1u")};
+}}"""
+
+
+def _f(v: float) -> str:
+    return np.format_float_scientific(np.float32(v), unique=True, trim="0") + "f"
+
+
+def _narrow_helpers() -> dict:
+    out = {f"glow_{d.name}_dec": (lambda r, d=d: _table(r, d))
+           for d in (*FLOAT_FORMATS, dt.float8e8m0)}
+    out.update({f"glow_{d.name}_enc": (lambda r, d=d: _float_encoder(r, d)) for d in FLOAT_FORMATS})
+    out["glow_float8e8m0_enc"] = _e8m0_encoder
+    out["glow_d2f_odd"] = _d2f_odd
+    return out
+
+
 #: name -> (dialect -> C text). Order matters only for readability of the prelude.
 HELPERS = {"glow_h2f": _h2f, "glow_f2h": _f2h, "glow_bf2f": _bf2f, "glow_f2bf": _f2bf,
-           "glow_ipow": _ipow, "glow_powf": _powf}
+           "glow_ipow": _ipow, "glow_powf": _powf, **_narrow_helpers()}
 
 
 def render_helpers(renderer, names) -> list[str]:

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import dtypes as dt
-from .cstyle import CStyleRenderer
+from .cstyle import NARROW_TYPES, CStyleRenderer
+from .helpers import narrow_decode, narrow_encode
 
 #: Largest element count indexed with 32-bit ints (faster on every device).
 INT32_LIMIT = (1 << 31) - 1
@@ -114,6 +115,8 @@ class KernelWriter:
             return f"glow_h2f({v})"
         if dtype == dt.bfloat16:
             return f"glow_bf2f({v})"
+        if dtype in NARROW_TYPES:
+            return narrow_decode(self, dtype, v)
         return v
 
     def store(self, ptr: str, index: str, dtype, value: str) -> str:
@@ -127,6 +130,8 @@ class KernelWriter:
             return f"glow_f2bf({value})"
         if dtype == dt.bool_:
             return f"({self.r.storage(dtype)})(({value}) != 0)"
+        if dtype in NARROW_TYPES:  # a value of the format already (only Cast rounds to it)
+            return narrow_encode(self, dtype, value)
         return value
 
     def round_half(self, value: str, dtype) -> str:

@@ -8,6 +8,7 @@ type the dialect stores, and its op has an elementwise rule (expr.py) or a kerne
 from __future__ import annotations
 
 from .. import dtypes as dt
+from .cstyle import NARROW_TYPES
 from .expr import renderable
 from .registry import rule_for
 
@@ -31,15 +32,25 @@ def is_dynamic(node) -> bool:
 
 
 def needs_values(node) -> bool:
-    """A kernel op whose index operands (Slice bounds, Pad widths, axes, shapes) are computed at
-    run time: renderable once specialised on those (small integer) values."""
+    """An op whose index operands (Slice bounds, Pad widths, axes, shapes) are computed at run
+    time: renderable once specialised on those (small integer) values. A kernel op takes them
+    from anywhere; an op the core lowers only when they are graph inputs, the values that
+    specialisation makes constants (Col2Im's image and block shapes, STFT's frame length)."""
+    from ..lowering import rule_for as lowering_rule
     from ..specialize import VALUE_LIMIT
 
-    if rule_for(node.op.name) is None:
-        return False
-    return any(v is not None and v.data is None and isinstance(v.type, dt.TensorType) and v.type.is_static
-               and v.type.dtype in (dt.int32, dt.int64) and v.type.numel <= VALUE_LIMIT
-               for v in node.inputs[1:])
+    small = [v for v in node.inputs[1:]
+             if v is not None and v.data is None and isinstance(v.type, dt.TensorType) and v.type.is_static
+             and v.type.dtype in (dt.int32, dt.int64) and v.type.numel <= VALUE_LIMIT]
+    if rule_for(node.op.name) is not None:
+        return bool(small)
+    return lowering_rule(node.op.name, node.op.domain) is not None and any(v.node is None for v in small)
+
+
+#: The ops that take or make the narrow formats (float8, float4, int4, int2): Cast converts, the
+#: movement kernels move their bytes. No arithmetic is defined on them.
+NARROW_OPS = frozenset({"Cast", "Identity", "Reshape", "Transpose", "Expand", "Slice", "Pad", "Concat",
+                        "Gather", "Constant"})
 
 
 def renders(node, renderer) -> bool:
@@ -47,6 +58,8 @@ def renders(node, renderer) -> bool:
         return False
     values = [v for v in (*node.inputs, *node.outputs) if v is not None]
     if not all(_tensor_ok(v.type, renderer) for v in values):
+        return False
+    if node.op.name not in NARROW_OPS and any(v.type.dtype in NARROW_TYPES for v in values):
         return False
     rule = rule_for(node.op.name)
     if rule is not None:

@@ -13,38 +13,14 @@ e5m2, e5m2fnuz, e8m0), float4e2m1, int4/uint4/int2/uint2 (ml_dtypes' layouts).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import llvmlite.ir as ir
 import numpy as np
 from glow import dtypes as dt
+from glow.narrow import FLOAT_FORMATS, INT_BITS, SATURATING
 
 from ..irutil import F32, I8, I32
 
-INT_BITS = {dt.int4: 4, dt.uint4: 4, dt.int2: 2, dt.uint2: 2}
-
-
-@dataclass(frozen=True)
-class FloatFormat:
-    e_bits: int
-    m_bits: int
-    bias: int
-    max_code: int  # the largest finite positive code
-    overflow: int  # code for a too-large magnitude (before the sign)
-    nan: int  # code for NaN (before the sign)
-    signed_zero: bool = True  # fnuz formats have no -0 (0x80 is NaN)
-    nan_sign: bool = True  # the NaN code carries the sign bit
-    sign_bit: int = 0x80
-
-
-FORMATS = {
-    dt.float8e4m3fn: FloatFormat(4, 3, 7, 126, 127, 127),
-    dt.float8e4m3fnuz: FloatFormat(4, 3, 8, 127, 128, 128, signed_zero=False, nan_sign=False),
-    dt.float8e5m2: FloatFormat(5, 2, 15, 123, 124, 126),
-    dt.float8e5m2fnuz: FloatFormat(5, 2, 16, 127, 128, 128, signed_zero=False, nan_sign=False),
-    dt.float4e2m1: FloatFormat(2, 1, 1, 7, 7, 8, nan_sign=False, sign_bit=0x8),
-}
-SATURATING = (dt.float8e4m3fn, dt.float8e4m3fnuz, dt.float8e5m2, dt.float8e5m2fnuz)
+FORMATS = FLOAT_FORMATS
 DECODABLE = tuple(FORMATS) + tuple(INT_BITS) + (dt.float8e8m0,)
 ENCODABLE = tuple(FORMATS) + tuple(INT_BITS)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cstyle import NARROW_TYPES
 from ..indexing import broadcast_index, coords, offset, strides
 from ..registry import kernel_rule
 from .elementwise import render_copy
@@ -163,8 +164,10 @@ def _pad_value(w, value, dtype) -> str:
         return "0"
     data = getattr(value.root, "data", None)
     if value.kind == "weight" and data is not None:
-        v = np.asarray(data).reshape(-1)[0]
-        return w.to_storage(w.r.literal(v, dtype), dtype)
+        v = np.asarray(data).reshape(-1)[:1]
+        if dtype in NARROW_TYPES:  # the stored byte itself
+            return str(int(v.view(np.uint8)[0]))
+        return w.to_storage(w.r.literal(v[0], dtype), dtype)
     return f"{w.arg(value)}[0]"
 
 
@@ -227,7 +230,10 @@ def render_constant(w, instr, params):
     out, y, i = _start(w, instr, params)
     dtype = out.type.dtype
     vals = _constant_value(instr).reshape(-1)
-    lits = [w.to_storage(w.r.literal(v, dtype), dtype) for v in vals]
+    if dtype in NARROW_TYPES:  # the stored bytes themselves
+        lits = [str(int(b)) for b in np.ascontiguousarray(vals).view(np.uint8)]
+    else:
+        lits = [w.to_storage(w.r.literal(v, dtype), dtype) for v in vals]
     if len(set(lits)) == 1:
         w.line(f"{y}[{i}] = {lits[0]};")
         return
