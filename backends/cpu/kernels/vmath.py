@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 
 import llvmlite.ir as ir
-
 from glow.vmath import ERF_E, ERFC_C, EXP_HI, EXP_LO, EXP_P, LN2_HI, LN2_LO, LOG_Q, TANH_T
 
 from ..irutil import F32, I32, KernelBuilder
