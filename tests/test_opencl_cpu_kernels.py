@@ -77,3 +77,23 @@ def test_matmul_row_blocks(m, k, n):
     b = rng.standard_normal((k, n)).astype(np.float32)
     model = _model([h.make_node("MatMul", ["a", "b"], ["y"])], [("a", [m, k])], [("b", b)])
     _compare(model, {"a": rng.standard_normal((m, k)).astype(np.float32)}, "float16 c0", rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("op", ["Exp", "Log", "Tanh", "Erf", "Sigmoid"])
+def test_fast_math_helpers(op):
+    """float32 exp/log/tanh/erf/sigmoid render as fastmath.py's helpers on a CPU-kind device and
+    agree with float64 NumPy as tightly as the LLVM backend's vmath (same inputs and bound)."""
+    from test_cpu_vmath import REFERENCE, _inputs
+
+    x = _inputs(op)
+    m = _model([h.make_node(op, ["x"], ["y"])], [("x", [x.size])])
+    exe = glow.compile(m, backend="opencl")
+    src = exe.compiled.program.source
+    assert "glow_expf" in src or "glow_logf" in src, "the fast-math helper was not rendered"
+    with np.errstate(all="ignore"):
+        ref = REFERENCE[op](x.astype(np.float64)).astype(np.float32)
+        y = exe.run({"x": x})["y"]
+    tiny = np.abs(ref) < 1e-37  # subnormal results may flush to zero
+    ok = np.isclose(y, ref, rtol=4e-7, atol=0, equal_nan=True) | (tiny & (np.abs(y) < 1e-37))
+    bad = np.flatnonzero(~ok)
+    assert bad.size == 0, [(float(x[i]), float(y[i]), float(ref[i])) for i in bad[:8]]

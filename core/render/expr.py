@@ -182,8 +182,32 @@ def _clip(c):
     return y
 
 
-def _unary(fn):
-    return _float_only(lambda c: f"{c.m(fn)}({c.args[0]})")
+def _fast(c) -> bool:
+    """float32 math on a CPU-kind device: the vectorisable helpers of fastmath.py."""
+    p = getattr(c.w, "params", None)
+    return p is not None and p.cpu and c.ct == "float" and c.types[0] == dt.float32
+
+
+def _unary(fn, onnx_op=None):
+    from .fastmath import DEPENDS, FAST_UNARY
+
+    def rule(c):
+        helper = FAST_UNARY.get(onnx_op)
+        if helper and _fast(c):
+            for h in (helper, *DEPENDS.get(helper, ())):
+                c.w.need(h)
+            return f"{helper}({c.args[0]})"
+        return f"{c.m(fn)}({c.args[0]})"
+    return _float_only(rule)
+
+
+def _sigmoid(c):
+    a, one = c.args[0], c.lit(1)
+    if _fast(c):  # 1 / (1 + e^-x): e^-x overflows to inf for x < -88, giving 0 as it should
+        c.w.need("glow_expf")
+        return f"{one} / ({one} + glow_expf(-{a}))"
+    e = c.m("exp")
+    return f"({a} >= 0 ? {one} / ({one} + {e}(-{a})) : {e}({a}) / ({one} + {e}({a})))"
 
 
 #: op name -> rule. Ops absent here are not rendered natively (the core lowers them).
@@ -201,13 +225,11 @@ CODE_FOR_OP = {
     "Abs": _abs,
     "Sign": _sign,
     "Reciprocal": _float_only(lambda c: f"{c.lit(1)} / {c.args[0]}"),
-    "Exp": _unary("exp"), "Log": _unary("log"), "Sqrt": _unary("sqrt"),
+    "Exp": _unary("exp", "Exp"), "Log": _unary("log", "Log"), "Sqrt": _unary("sqrt"),
     "Sin": _unary("sin"), "Cos": _unary("cos"), "Tan": _unary("tan"),
-    "Atan": _unary("atan"), "Tanh": _unary("tanh"), "Erf": _unary("erf"),
+    "Atan": _unary("atan"), "Tanh": _unary("tanh", "Tanh"), "Erf": _unary("erf", "Erf"),
     "Floor": _unary("floor"), "Ceil": _unary("ceil"), "Round": _unary("rint"),
-    "Sigmoid": _float_only(lambda c: (
-        f"({c.args[0]} >= 0 ? {c.lit(1)} / ({c.lit(1)} + {c.m('exp')}(-{c.args[0]})) : "
-        f"{c.m('exp')}({c.args[0]}) / ({c.lit(1)} + {c.m('exp')}({c.args[0]})))")),
+    "Sigmoid": _float_only(_sigmoid),
     "Relu": lambda c: f"({c.args[0]} < 0 ? {c.lit(0)} : {c.args[0]})",
     "LeakyRelu": _float_only(lambda c: f"({c.args[0]} < 0 ? {c.lit(c.attrs['alpha'])} * {c.args[0]} : {c.args[0]})"),
     "Clip": _clip,

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..narrow import FLOAT_FORMATS, INT_BITS
+from .fastmath import HELPERS as FAST_HELPERS
 
 
 def _h2f(r) -> str:
@@ -262,7 +263,7 @@ def _narrow_helpers() -> dict:
 
 #: name -> (dialect -> C text). Order matters only for readability of the prelude.
 HELPERS = {"glow_h2f": _h2f, "glow_f2h": _f2h, "glow_bf2f": _bf2f, "glow_f2bf": _f2bf,
-           "glow_ipow": _ipow, "glow_powf": _powf, **_narrow_helpers()}
+           "glow_ipow": _ipow, "glow_powf": _powf, **FAST_HELPERS, **_narrow_helpers()}
 
 
 def render_helpers(renderer, names) -> list[str]:

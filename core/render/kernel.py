@@ -50,8 +50,10 @@ class Kernel:
 
 
 class KernelWriter:
-    def __init__(self, r: CStyleRenderer, base: str, instr=None, derived: dict | None = None):
+    def __init__(self, r: CStyleRenderer, base: str, instr=None, derived: dict | None = None,
+                 params=None):
         self.r = r
+        self.params = params  # the DeviceParams rendered for (None: not known, GPU-like)
         self.derived = {} if derived is None else derived  # shared per program: key -> Buffer
         self.instr = instr
         self.base = base

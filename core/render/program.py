@@ -35,7 +35,7 @@ def render_instr(instr, renderer, params: DeviceParams, derived: dict | None = N
         return None
     if all(o is None or o.type.numel == 0 for o in instr.outputs):
         return None
-    w = KernelWriter(renderer, _base_name(instr), instr, derived)
+    w = KernelWriter(renderer, _base_name(instr), instr, derived, params)
     if instr.kind == "copy":
         render_copy(w, instr, params)
     elif instr.kind == "fused" or (instr.expr is None and _elementwise(instr)):
