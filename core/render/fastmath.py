@@ -40,6 +40,7 @@ def _inf(r) -> str:
 def _expf(r) -> str:
     fma, rint = r.math("fma", "float"), r.math("rint", "float")
     fmin, fmax = r.math("fmin", "float"), r.math("fmax", "float")
+    lo, hi = (r.bits_as_float(f"(unsigned int)({e} + 127) << 23") for e in ("nh", "ni - nh"))
     return f"""{r.helper_qualifier} float glow_expf(float x) {{
   const float xc = {fmin}({fmax}(x, {_f(vm.EXP_LO)}), {_f(vm.EXP_HI)});
   const float n = {rint}(xc * {_f(1 / math.log(2))});
@@ -47,7 +48,7 @@ def _expf(r) -> str:
   t = {fma}(n, {_f(-vm.LN2_LO)}, t);
   const float p = {fma}(t * t, {_horner(r, "t", vm.EXP_P)}, t + 1.0f);
   const int ni = (int)n, nh = ni >> 1;  /* 2^n as 2^nh * 2^(n - nh): both stay normal */
-  float y = p * {r.bits_as_float("(unsigned int)(nh + 127) << 23")} * {r.bits_as_float("(unsigned int)(ni - nh + 127) << 23")};
+  float y = p * {lo} * {hi};
   y = x > {_f(vm.EXP_HI)} ? {_inf(r)} : (x < {_f(vm.EXP_LO)} ? 0.0f : y);
   return x != x ? x : y;
 }}"""
@@ -89,7 +90,8 @@ def _erff(r) -> str:
   const float a = {r.math("fabs", "float")}(x);
   const float small = x * {_horner(r, "x * x", vm.ERF_E)};
   const float ac = {fmin}({fmax}(a, {_f(vm.ERF_SMALL)}), {_f(vm.ERF_CLAMP)});
-  const float large = {r.math("copysign", "float")}(1.0f - glow_expf(-(ac * ac)) * {_horner(r, "(1.0f / ac)", vm.ERFC_C)}, x);
+  const float q = 1.0f / ac, c = {_horner(r, "q", vm.ERFC_C)};
+  const float large = {r.math("copysign", "float")}(1.0f - glow_expf(-(ac * ac)) * c, x);
   return x != x ? x : (a <= {_f(vm.ERF_SMALL)} ? small : large);
 }}"""
 
