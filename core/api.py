@@ -67,7 +67,7 @@ def prepare_for_backend(graph: Graph, be, native: str | None = None) -> Graph:
 
     if native == "floor":
         def supports(node):
-            return supports_floor(node) and be.supports(node)
+            return (supports_floor(node) or be.defers(node)) and be.supports(node)
     else:
         supports = be.supports
     return lower_to_supported(graph, supports, be.name, verify=verify_level() >= 2)

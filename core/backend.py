@@ -87,6 +87,12 @@ class Backend:
         """The support predicate: can this backend run `node` (its op, types, attributes) natively?"""
         return True
 
+    def defers(self, node: Node) -> bool:
+        """Whether `supports` accepts `node` only to decide it once inputs are seen (shapes or
+        index operands known at run time, settled by shape specialisation). Such nodes stay
+        under `native="floor"` too: after specialisation the graph is lowered to the floor again."""
+        return False
+
     def native_ops(self) -> list[str]:
         """Names of the ops this backend claims natively (for reports; `supports` decides)."""
         from .ops import all_ops

@@ -58,7 +58,10 @@ class CStyleBackend(Backend):
             return True
         # Values of unknown shape, and index operands computed at run time, are decided once
         # inputs are seen (specialisation): accepted here, lowered again once they are known.
-        return renders(node, self.renderer) or ((is_dynamic(node) or needs_values(node)) and _can_settle(node))
+        return renders(node, self.renderer) or self.defers(node)
+
+    def defers(self, node) -> bool:
+        return (is_dynamic(node) or needs_values(node)) and _can_settle(node)
 
     def fully_renderable(self, graph: Graph) -> bool:
         from ..passes.fusion import FUSED_OPS
