@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..graph import Graph, GraphBuilder, Node, Value
+from ..rewrite import more_precise
 from .cost import node_time, transfer_time, value_bytes
 from .devices import Target
 
@@ -121,6 +122,7 @@ def _subgraph(graph: Graph, p: Partition) -> Graph:
                      num_outputs=len(n.outputs), output_names=[o.name for o in n.outputs],
                      captures=[get(v) for v in n.captures])
         for o, new in zip(n.outputs, outs):
+            new.type = more_precise(new.type, o.type)  # keep what the model declared (as copy_node)
             m[id(o)] = new
     return b.build([m[id(v)] for v in p.outputs], doc=f"partition {p.name} of {graph.name} on {p.target.name}")
 
