@@ -136,6 +136,18 @@ def test_host_op_falls_back_to_the_host(device):
         np.testing.assert_array_equal(got, -np.maximum(x, 0)[c])
 
 
+@pytest.mark.opencl
+@pytest.mark.skipif(not HAS_OPENCL, reason="needs the opencl backend")
+@pytest.mark.parametrize("name", ["test_range_float_type_positive_delta", "test_resize_upsample_scales_nearest",
+                                  "test_onehot_with_axis", "test_compress_0", "test_unique_sorted_with_axis"])
+def test_node_cases_with_host_fallback(name):
+    """Partitioned over opencl + reference: host ops go to the host, and partition subgraphs keep
+    the model's declared shapes (a Range with a declared output shape stays static on opencl)."""
+    from glow.testing.node_suite import case_by_name, run_case
+
+    assert run_case(case_by_name()[name], "opencl", None, "reference") is None
+
+
 @pytest.mark.slow
 @pytest.mark.opencl
 @pytest.mark.skipif(not HAS_OPENCL or "cpu" not in HOSTS, reason="needs the opencl and cpu backends")
