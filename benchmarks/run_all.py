@@ -165,8 +165,8 @@ def markdown(data: dict) -> str:
               f"when it ended: {env.get('loadavg_end', '?')} (on {env.get('cores', '?')} cores). The "
               "machine is shared with other jobs: with more runnable threads than cores, absolute "
               "times are inflated for both runtimes and the ratios, measured side by side, are what "
-              "to compare. Two threads suffer most, since both must be on a core at once to pass "
-              "each barrier between kernels.", ""]
+              "to compare. Two threads suffer most: a second thread helps only when it has a core "
+              "of its own.", ""]
     return "\n".join(lines)
 
 
@@ -199,11 +199,22 @@ NOTES = """## Where the time goes
   (7x7: 200-225 GFLOP/s) and in tile padding (a 6-row tile over 49 pixels).
 - Zero padding is an explicit Pad (one extra copy of each padded convolution's input); no
   packing of A (the input rows are read in place, 6 streams per tile).
-- Two threads: kernels split their work statically by thread id and every kernel ends at a
-  spin barrier, so both threads must be running at once; on a machine with other work this
-  costs more than the second core brings (see the load averages below). Dynamic work claiming
-  (any thread runs any chunk; a barrier counts finished chunks, not arrived threads) would fix
-  this.
+- Two threads (backends/cpu/kernels/sync.py, pool.py): every kernel call is a phase whose
+  chunks (4 per thread; one for a small kernel) any thread claims with an atomic counter; a
+  thread waits only for the earlier phases whose memory the next one conflicts with, and only
+  for chunks another thread has claimed (spinning, then asleep on a futex). The caller never
+  waits for the second thread to arrive and may run a whole inference alone. What is left: a
+  thread descheduled while it holds a chunk stalls the other until it runs again, so each
+  program times its calls on both threads and on the caller alone and uses the faster
+  (trying the other again after 2, 4 and 8 calls, then every 16).
+- Two threads on this machine: the scheduler shares the CPU fairly between sessions
+  (autogroups), not threads, so with another job running a second thread adds nothing for
+  either runtime. And the interleaved measurement favours onnxruntime at 2 threads: its idle
+  worker spins for about 30 ms after each run (`allow_spinning`, on by default), so every glow
+  run starts with one of the two cores taken; glow's idle workers sleep, so onnxruntime never
+  meets the same. ResNet-50 on an idle machine, glow 2 threads: 19-21 ms alone, 35-39 ms right
+  after an onnxruntime run, 19-21 ms after one with `session.intra_op.allow_spinning` = 0 or
+  `session.force_spinning_stop` = 1 (onnxruntime's own ResNet-50 time about the same).
 """
 
 

@@ -95,6 +95,13 @@ class CpuBackend(Backend):
     description = "native code for this CPU through LLVM (llvmlite): one module per model, all cores"
 
     def check_available(self) -> None:
+        import platform
+        import sys
+
+        if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
+            # The generated code spins with x86's pause and sleeps with the Linux futex syscall.
+            raise BackendError(f"the cpu backend generates x86-64 Linux code; this is "
+                               f"{platform.machine()} {sys.platform}")
         try:
             from . import jit
 
@@ -108,6 +115,9 @@ class CpuBackend(Backend):
 
     def supports(self, node) -> bool:
         return self.runs_now(node) or (self.defer and _plain_node(node) and _deferred(node))
+
+    def defers(self, node) -> bool:
+        return self.defer and not self.runs_now(node) and _plain_node(node) and _deferred(node)
 
     def specialised(self) -> CpuBackend:
         """This backend for graphs already specialised: nothing is deferred any more."""

@@ -2,10 +2,13 @@
 
     void glow_run(ptr ctx, i64 tid, i64 nthreads)
 
-ctx is an array of pointers: [arena, weights blob, barrier state, inputs..., outputs...]. Every
-thread of the pool calls the entry; it calls one kernel function per instruction in program order
-with a barrier after each. A kernel splits its own work by (tid, nthreads); a small one runs on
-thread 0 only (`cg.call(fn, args, single=True)`).
+ctx is an array of pointers: [arena, weights blob, sync state, inputs..., outputs...]. Each
+thread of the pool that gets to run calls the entry; every kernel call in it is a *phase*
+(kernels/sync.py): its work is cut into chunks that the threads claim, and a thread waits only
+for the earlier phases whose memory this one conflicts with. A kernel splits its work by the
+(tid, nthreads) it is passed, which is its chunk and the number of chunks; a small one is one
+chunk (`cg.call(fn, args, single=True)`), run by whichever thread claims it. The calls of one
+instruction run in order, each after the one before.
 
 Kernels are registered per op in one table, tried highest priority first:
 
@@ -34,11 +37,10 @@ from glow.errors import BackendError
 from glow.ir.instr import ACTIVATION, INPUT, OUTPUT, WEIGHT, Instr, IRFunction, overlaps
 
 from .irutil import I8, I64, PTR, KernelBuilder
-from .kernels.sync import emit_barrier
+from .kernels.sync import PhaseEmitter
 
 ENTRY = "glow_run"
-CTX_ARENA, CTX_WEIGHTS, CTX_BARRIER, CTX_FIRST_INPUT = 0, 1, 2, 3
-BARRIER_BYTES = 128
+CTX_ARENA, CTX_WEIGHTS, CTX_SYNC, CTX_FIRST_INPUT = 0, 1, 2, 3
 WEIGHT_ALIGN = 64
 
 
@@ -231,11 +233,12 @@ class Codegen:
         self.index = 0
         slots = [self.b.load(self.entry.ptr(ctx, i, PTR), typ=PTR) for i in range(
             CTX_FIRST_INPUT + len(fn.inputs) + len(fn.outputs))]
-        self.arena, self.weights_base, self._barrier_state = slots[:CTX_FIRST_INPUT]
+        self.arena, self.weights_base, sync_state = slots[:CTX_FIRST_INPUT]
         self._io = {}
         for k, buf in enumerate(fn.inputs + fn.outputs):
             self._io.setdefault(id(buf), slots[CTX_FIRST_INPUT + k])
-        self._barrier_fn = self._make_barrier()
+        self._sync = PhaseEmitter(self.entry, sync_state, self.tid, self.nth)
+        self._first_phase = 0  # the current instruction's first phase
 
     # -- helpers for emitters --------------------------------------------------------------------
     def ptr(self, o, offset: int = 0):
@@ -287,18 +290,19 @@ class Codegen:
         return fn
 
     def call(self, fn, args, single: bool = False):
-        """Call a kernel from the entry; `single`: on thread 0 only. Pointer arguments whose
-        operands overlap no other argument are marked noalias (unless the kernel is shared)."""
+        """Call a kernel from the entry, as one phase of the current instruction. A split kernel
+        takes `[..., cg.tid, cg.nth]` last (replaced by its chunk and the number of chunks);
+        `single`: one chunk, args as given. Pointer arguments whose operands overlap no other
+        argument are marked noalias (unless the kernel is shared)."""
         if id(fn) not in self._shared_fns:
             self._mark_noalias(fn, args)
             fn = self._dedup(fn)
-        if not single:
-            return self.b.call(fn, args)
-        with self.b.if_then(self.b.icmp_signed("==", self.tid, self.entry.i64(0))):
-            self.b.call(fn, args)
-
-    def barrier(self):
-        self.b.call(self._barrier_fn, [self._barrier_state, self.nth])
+        if not single and (len(args) < 2 or args[-2] is not self.tid or args[-1] is not self.nth):
+            raise BackendError(f"{fn.name}: a split kernel takes (cg.tid, cg.nth) as its last arguments")
+        index = len(self._sync.phases)
+        self._sync.phase(self._accesses(self.instr), single, index - 1 if index > self._first_phase else None,
+                         lambda chunk, n: self.b.call(fn, args if single else args[:-2] + [chunk, n]),
+                         lambda: self.b.call(fn, args))
 
     # -- building --------------------------------------------------------------------------------
     def build(self) -> tuple[str, np.ndarray]:
@@ -309,11 +313,16 @@ class Codegen:
             self.instr, self.index = instr, k
             if all(_empty(o) for o in instr.writes()):
                 continue
+            self._first_phase = len(self._sync.phases)
             self.emit(instr)
-            if k + 1 < len(instrs):
-                self.barrier()
+        self._sync.finish()
         self.entry.finish()
         return str(self.module), self._blob()
+
+    @property
+    def sync_bytes(self) -> int:
+        """Bytes of sync state the entry needs (ctx[CTX_SYNC], zeroed before each inference)."""
+        return self._sync.state_bytes
 
     def emit(self, instr: Instr):
         from .kernels import elementwise, movement
@@ -325,8 +334,7 @@ class Codegen:
         kd = self.kernel_for(instr)
         kd.emit(self, instr)
         if instr.expr is not None and not kd.epilogue:
-            self.barrier()  # the second pass splits the output differently from the kernel
-            elementwise.emit_epilogue(self, instr)
+            elementwise.emit_epilogue(self, instr)  # a second phase: after every chunk of the kernel
 
     def kernel_for(self, instr: Instr) -> KernelDef:
         head = KERNELS.get((instr.op.domain, instr.op.name))
@@ -358,12 +366,22 @@ class Codegen:
             blob[off:off + data.nbytes] = data.reshape(-1).view(np.uint8)
         return blob
 
-    def _make_barrier(self):
-        kb = KernelBuilder(self.module, "glow_barrier", [PTR, I64], internal=True)
-        kb.fn.attributes.add("noinline")
-        kb.fn.attributes.add("nounwind")
-        emit_barrier(kb, kb.args[0], kb.args[1])
-        return kb.finish()
+    def _accesses(self, instr: Instr) -> list[tuple]:
+        """(space, start, end, writes) byte ranges of an instruction's operands: arena offsets
+        for activations (so reuse of the arena counts), ranges of the array for inputs/outputs;
+        weights are never written and do not count."""
+        out = []
+        for writes, ops in ((True, instr.writes()), (False, instr.reads())):
+            for o in ops:
+                root = o.root
+                if root.kind == WEIGHT:
+                    continue
+                if root.kind == ACTIVATION and not root.boxed:
+                    start = self.plan.offsets[id(root)] + o.offset
+                    out.append(("arena", start, start + o.nbytes, writes))
+                else:
+                    out.append((id(root), o.offset, o.offset + max(o.nbytes, 1), writes))
+        return out
 
     def _dedup(self, fn):
         """An identical kernel made before (same body, same attributes) instead of `fn`, which is
@@ -394,6 +412,8 @@ def _empty(o) -> bool:
     return isinstance(t, dt.TensorType) and t.is_static and t.numel == 0
 
 
-def generate(fn: IRFunction, plan) -> tuple[str, np.ndarray]:
-    """IR text of the module for `fn` and its weights blob."""
-    return Codegen(fn, plan).build()
+def generate(fn: IRFunction, plan) -> tuple[str, np.ndarray, int]:
+    """IR text of the module for `fn`, its weights blob and the bytes of sync state it needs."""
+    cg = Codegen(fn, plan)
+    text, weights = cg.build()
+    return text, weights, cg.sync_bytes

@@ -1,8 +1,28 @@
 """Persistent worker threads that run one native entry point together.
 
-`ThreadPool(n).run(fn, ctx)` calls `fn(ctx, tid, n)` on n threads (the caller is thread 0) and
-returns when all are done. ctypes releases the GIL during the native call, so the threads really
-run in parallel; between kernels they meet at the native spin barrier (kernels/sync.py).
+Two ways to run `fn(ctx, tid, n)` on a pool of n threads (the caller is thread 0):
+
+    pool.run(fn, ctx)            every thread calls it once; returns when all have returned
+                                 (fork-join, for code that splits its work by thread id)
+    pool.share(fn, ctx, before)  the caller calls it and each worker joins in if it wakes up
+                                 before the caller is done; returns when the caller's call does
+    pool.share(..., solo=True)   the caller alone: fn(ctx, 0, 1)
+
+`share` is for the generated entries, whose threads claim chunks of work and wait only for work
+another thread has claimed (kernels/sync.py): the caller can finish an inference alone, so a
+worker the OS does not run (a busy machine) costs nothing. A worker that joined may still be on
+its way out of the entry when the caller returns; the next call waits for it before `before()`
+resets the shared state (and before the ctx array changes).
+
+Helpers pay only when they get a core of their own. A worker descheduled while it holds a chunk
+stalls everyone who needs that chunk until it runs again (milliseconds on a busy machine, or
+right after another runtime whose idle threads spin); the caller alone never stalls. No signal
+inside the inference tells the two apart reliably, so `ThreadChoice` measures: each program
+times its calls in both ways and uses the faster, trying the other again now and then.
+
+ctypes releases the GIL during the native call, so the threads really run in parallel. One call
+at a time per pool; `get_pool` keeps one pool per (device, thread count), so two logical CPU
+devices run at the same time.
 """
 
 from __future__ import annotations
@@ -10,53 +30,137 @@ from __future__ import annotations
 import threading
 
 
+class _Job:
+    __slots__ = ("fn", "ctx", "keep", "closed", "ran", "errors")
+
+    def __init__(self, fn, ctx, keep=None):
+        self.fn, self.ctx = fn, ctx
+        self.keep = keep  # what fn's code and memory belong to: alive while a worker runs fn
+        self.closed = False  # share: no worker may join any more
+        self.ran = 0  # workers that have returned from fn
+        self.errors: list = []
+
+
 class ThreadPool:
-    def __init__(self, nthreads: int):
+    def __init__(self, nthreads: int, name: str = "glow-cpu"):
         self.n = max(1, int(nthreads))
-        self._job = None
-        self._start = [threading.Semaphore(0) for _ in range(self.n - 1)]
-        self._done = threading.Semaphore(0)
-        self._lock = threading.Lock()  # one inference at a time per pool
-        self._errors: list = []
+        self._job: _Job | None = None
+        self._wake = [threading.Semaphore(0) for _ in range(self.n - 1)]
+        self._state = threading.Condition()  # guards _job, _inside and each job's fields
+        self._inside = 0  # workers inside fn now
+        self._lock = threading.Lock()  # one call at a time per pool
         for tid in range(1, self.n):
-            t = threading.Thread(target=self._worker, args=(tid,), name=f"glow-cpu-{tid}", daemon=True)
-            t.start()
+            threading.Thread(target=self._worker, args=(tid,), name=f"{name}-{tid}", daemon=True).start()
 
     def _worker(self, tid: int):
+        last = None
         while True:
-            self._start[tid - 1].acquire()
-            fn, ctx = self._job
+            self._wake[tid - 1].acquire()
+            with self._state:
+                job = self._job
+                if job is None or job is last or job.closed:
+                    continue  # a late wake-up: the job it was for is over
+                last = job
+                self._inside += 1
             try:
-                fn(ctx, tid, self.n)
+                job.fn(job.ctx, tid, self.n)
             except BaseException as e:  # noqa: BLE001 - reported by run()
-                self._errors.append(e)
+                job.errors.append(e)
             finally:
-                self._done.release()
+                with self._state:
+                    self._inside -= 1
+                    job.ran += 1
+                    self._state.notify_all()
+
+    def _start(self, fn, ctx, keep=None) -> _Job:
+        with self._state:
+            self._state.wait_for(lambda: self._inside == 0)
+            job = self._job = _Job(fn, ctx, keep)
+        for wake in self._wake:
+            wake.release()
+        return job
 
     def run(self, fn, ctx):
+        """fn(ctx, tid, n) on every thread; returns when all have returned."""
+        if self.n == 1:
+            return fn(ctx, 0, 1)
         with self._lock:
-            if self.n == 1:
-                fn(ctx, 0, 1)
-                return
-            self._job = (fn, ctx)
-            self._errors.clear()
-            for s in self._start:
-                s.release()
-            fn(ctx, 0, self.n)
-            for _ in range(self.n - 1):
-                self._done.acquire()
-            if self._errors:
-                raise self._errors[0]
+            job = self._start(fn, ctx)
+            try:
+                fn(ctx, 0, self.n)
+            finally:
+                with self._state:
+                    self._state.wait_for(lambda: job.ran == self.n - 1)
+                    job.closed, self._job = True, None
+            if job.errors:
+                raise job.errors[0]
+
+    def share(self, fn, ctx, before=None, keep=None, solo: bool = False):
+        """fn(ctx, 0, n) on the caller, joined by the workers that wake up in time (`solo`:
+        fn(ctx, 0, 1), no workers). `before()` runs first, when no worker is inside fn any more.
+        `keep`: the object that owns fn's code and memory, referenced until the last worker has
+        left fn (it may outlive this call)."""
+        if self.n == 1:
+            if before is not None:
+                before()
+            return fn(ctx, 0, 1)
+        with self._lock:
+            with self._state:
+                self._state.wait_for(lambda: self._inside == 0)
+                if before is not None:
+                    before()
+            if solo:
+                return fn(ctx, 0, 1)
+            job = self._start(fn, ctx, keep)
+            try:
+                fn(ctx, 0, self.n)
+            finally:
+                with self._state:
+                    job.closed = True
+                    self._job = None  # a worker inside holds the job (and `keep`) itself
+            if job.errors:
+                raise job.errors[0]
 
 
-_pools: dict[int, ThreadPool] = {}
+class ThreadChoice:
+    """Per program: run the next call on the whole pool or on the caller alone (`pick() -> solo`),
+    by a moving average of the measured time of each (`record(solo, seconds)`). The slower way is
+    tried again after 2, 4 and 8 calls, then every EXPLORE calls, and its stale average is then
+    replaced by the new time, so that a machine that gets idle or busy is followed at once."""
+
+    EXPLORE = 16
+    WEIGHT = 0.5  # of a new time in the average of the way in use
+
+    def __init__(self):
+        self.avg: dict[bool, float | None] = {False: None, True: None}
+        self.calls = 0
+
+    def pick(self) -> bool:
+        for solo in (False, True):
+            if self.avg[solo] is None:
+                return solo
+        faster = self.avg[True] < self.avg[False]
+        n = self.calls
+        return not faster if n % self.EXPLORE == 0 or n & (n - 1) == 0 else faster
+
+    def record(self, solo: bool, seconds: float):
+        old, other = self.avg[solo], self.avg[not solo]
+        stale = old is None or other is not None and old > other
+        self.avg[solo] = seconds if stale else old + (seconds - old) * self.WEIGHT
+        self.calls += 1
+
+
+_pools: dict[tuple, ThreadPool] = {}
 _pools_lock = threading.Lock()
 
 
-def get_pool(nthreads: int) -> ThreadPool:
-    """One shared pool per thread count (threads are daemons and live as long as the process)."""
+def get_pool(nthreads: int, device: str | None = None) -> ThreadPool:
+    """The pool of `device` (a Device.id; None: the default device) with `nthreads` threads, made
+    on first use. Threads are daemons and live as long as the process."""
+    key = (device, max(1, int(nthreads)))
     with _pools_lock:
-        pool = _pools.get(nthreads)
+        pool = _pools.get(key)
         if pool is None:
-            pool = _pools[nthreads] = ThreadPool(nthreads)
+            name = "glow-cpu" if device is None else f"glow-{device}"
+            pool = _pools[key] = ThreadPool(key[1], name)
         return pool

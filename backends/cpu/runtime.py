@@ -1,10 +1,15 @@
 """The CPU runtime: a compiled program per static graph, run with one native call per inference.
 
 A `NativeProgram` owns everything one inference touches: the arena (one 64-byte aligned block,
-laid out by the static memory plan), the weights blob (packed once at compile time), the barrier
-state and the ctx pointer array the entry reads. Before the native call every input is checked
-against the program's exact shapes and element types: the generated code has constant shapes
-baked in, so a wrong input must never reach it.
+laid out by the static memory plan), the weights blob (packed once at compile time), the sync
+state (counters per kernel call, zeroed before each inference: kernels/sync.py) and the ctx
+pointer array the entry reads. Before the native call every input is checked against the
+program's exact shapes and element types: the generated code has constant shapes baked in, so a
+wrong input must never reach it.
+
+Its threads come from the pool of its device (pool.py), so programs on two logical CPU devices
+run at the same time; each call runs on all of them or on the caller alone, whichever has been
+faster lately (`ThreadChoice`).
 
 A graph with dynamic shapes is compiled on first run for each input signature (shapes, dtypes,
 and the values of small integer inputs that decide shapes; see glow.specialize).
@@ -23,7 +28,7 @@ from glow.ir import build_ir, plan_memory
 from glow.ir.instr import ALIGNMENT
 
 from . import codegen, jit
-from .pool import get_pool
+from .pool import ThreadChoice, get_pool
 
 #: Specialised programs kept per executable (one per input signature).
 MAX_SIGNATURES = 64
@@ -43,11 +48,11 @@ def _address(a: np.ndarray) -> int:
 class NativeProgram:
     """One static graph as native code: `run({name: array}) -> {name: array}`."""
 
-    def __init__(self, graph: Graph, threads: int):
+    def __init__(self, graph: Graph, threads: int, device: str | None = None):
         t0 = time.perf_counter()
         self.fn = fn = build_ir(graph)
         self.plan = plan = plan_memory(fn)
-        self.module_text, self.weights = codegen.generate(fn, plan)
+        self.module_text, self.weights, sync_bytes = codegen.generate(fn, plan)
         t1 = time.perf_counter()
         self.module = jit.CompiledModule(self.module_text)
         self.entry = ENTRY_TYPE(self.module.address(codegen.ENTRY))
@@ -55,15 +60,16 @@ class NativeProgram:
                       "cached": self.module.cached, "arena_bytes": plan.arena_bytes,
                       "weights_bytes": int(self.weights.nbytes)}
         self.arena = aligned_zeros(plan.arena_bytes)
-        self.barrier = aligned_zeros(codegen.BARRIER_BYTES)
+        self.sync = aligned_zeros(sync_bytes)
         self.inputs = [(b.name, b.type.dtype.np, tuple(b.type.shape)) for b in fn.inputs]
         self.outputs = [(b.name, b.type.dtype.np, tuple(b.type.shape)) for b in fn.outputs]
         self.ctx = np.zeros(codegen.CTX_FIRST_INPUT + len(self.inputs) + len(self.outputs), np.uint64)
         self.ctx[codegen.CTX_ARENA] = _address(self.arena)
         self.ctx[codegen.CTX_WEIGHTS] = _address(self.weights)
-        self.ctx[codegen.CTX_BARRIER] = _address(self.barrier)
+        self.ctx[codegen.CTX_SYNC] = _address(self.sync)
         self._ctx_address = _address(self.ctx)
-        self.pool = get_pool(threads)
+        self.pool = get_pool(threads, device)
+        self.choice = ThreadChoice()  # all threads, or the caller alone: whichever is faster now
         self._lock = threading.Lock()
 
     def check(self, feeds: dict) -> list[np.ndarray]:
@@ -86,12 +92,22 @@ class NativeProgram:
         arrays = self.check(feeds)
         outs = [np.empty(shape, dtype) for _, dtype, shape in self.outputs]
         with self._lock:
-            k = codegen.CTX_FIRST_INPUT
-            for a in arrays + outs:
-                self.ctx[k] = _address(a)
-                k += 1
-            self.pool.run(self.entry, self._ctx_address)
+            solo = self.pool.n > 1 and self.choice.pick()
+            t0 = time.perf_counter()
+            self.pool.share(self.entry, self._ctx_address, lambda: self._prepare(arrays + outs, solo), keep=self,
+                            solo=solo)
+            if self.pool.n > 1:
+                self.choice.record(solo, time.perf_counter() - t0)
         return {name: out for (name, _, _), out in zip(self.outputs, outs)}
+
+    def _prepare(self, arrays, solo: bool):
+        """Point ctx at this inference's arrays and zero the sync state (no thread is inside)."""
+        k = codegen.CTX_FIRST_INPUT
+        for a in arrays:
+            self.ctx[k] = _address(a)
+            k += 1
+        if not solo and self.pool.n > 1:
+            self.sync.fill(0)
 
 
 class CpuExecutable(Executable):
@@ -104,6 +120,7 @@ class CpuExecutable(Executable):
         self.backend, self.native = backend, options.native
         self._static = backend.specialised()
         self.threads = options.threads or default_threads()
+        self.device = None if options.device is None else options.device.id  # whose thread pool
         self._programs: dict = {}
         self._lock = threading.Lock()
         # Specialise on small integer input values too (some kernel argument is fed as an input).
@@ -112,7 +129,7 @@ class CpuExecutable(Executable):
         self._source = None  # the graph specialisation starts from (fusions undone)
         if graph.is_static() and not self._values:
             try:
-                self.program = NativeProgram(graph, self.threads)
+                self.program = NativeProgram(graph, self.threads, self.device)
             except codegen.NeedsConstant:
                 self._values = True
 
@@ -142,12 +159,12 @@ class CpuExecutable(Executable):
             else:
                 g, rest, used_values = specialize_static(self._source, feeds)
             try:
-                program = NativeProgram(optimize_for_backend(g, self._static, self.native), self.threads)
+                program = NativeProgram(optimize_for_backend(g, self._static, self.native), self.threads, self.device)
             except codegen.NeedsConstant:
                 if used_values:
                     raise
                 (g, rest), used_values = specialize(self._source, feeds, values=True), True
-                program = NativeProgram(optimize_for_backend(g, self._static, self.native), self.threads)
+                program = NativeProgram(optimize_for_backend(g, self._static, self.native), self.threads, self.device)
             if len(self._programs) >= MAX_SIGNATURES:
                 self._programs.clear()  # a model fed ever-new shapes: keep memory bounded
             if used_values and not self._values:

@@ -18,7 +18,7 @@ from . import epilogue as ep
 from .conv import ConvGeometry, emit_conv, pack_conv_weights
 from .gemm import choose_tile, split_range
 
-#: Convolutions below this many FLOPs run on thread 0 alone (a barrier costs more than the work).
+#: Convolutions below this many FLOPs are one chunk (splitting costs more than the work).
 PARALLEL_FLOPS = 1 << 18
 
 
@@ -121,7 +121,6 @@ def relayout(cg, src, dst, nchw_shape, to_nhwc: bool, pads=(0, 0, 0, 0)):
                     kb.store(kb.load(s, b.add(i, b.mul(x, kb.i64(c)))), d, b.add(o, x))
     kb.finish()
     cg.call(kb.fn, [src, dst, cg.tid, cg.nth])
-    cg.barrier()
 
 
 def _nchw_ok(node) -> bool:
@@ -143,8 +142,7 @@ def emit_conv_nchw(cg, instr):
     o = scratch(cg, g.n * g.ho * g.wo * g.cout * 4)
     relayout(cg, cg.ptr(x), a, (n, c, h, wd), True, pads)
     run_conv(cg, instr, g, a, o, ep.NONE)
-    cg.barrier()
-    relayout(cg, o, cg.ptr(out), (n, m, ho, wo), False)  # ends with a barrier: the epilogue pass may follow
+    relayout(cg, o, cg.ptr(out), (n, m, ho, wo), False)  # the calls of one instruction run in order
 
 
 class _Shapes:

@@ -5,7 +5,7 @@ applied to each finished tile in registers, before the store.
 must be float32 and either the result's own shape (read at the same element), a row of `cols`
 values (read at the column: a bias) or a scalar. The emitter then passes those tensors to its
 kernel (`args`) and builds the tile's `Epilogue` inside the kernel (`builder`). When it cannot,
-`fallback` runs the codegen's second, in-place elementwise pass after a barrier.
+`fallback` runs the codegen's second, in-place elementwise pass once the kernel is done.
 """
 
 from __future__ import annotations
@@ -102,5 +102,4 @@ def fallback(cg, instr):
     """The epilogue as the codegen's separate in-place pass (after every thread's tiles are done)."""
     from .elementwise import emit_epilogue
 
-    cg.barrier()
     emit_epilogue(cg, instr)

@@ -81,7 +81,6 @@ def emit_max_unpool(cg, instr):
     d = out.type.dtype
     emit_strided(cg, "MaxUnpool.zero", tuple(want), [Access(out, strides_of(want))],
                  lambda lanes, vals: lanes.const(d, 0))
-    cg.barrier()
     kb = cg.function("MaxUnpool", [PTR, PTR, PTR])
     px, pi, py = kb.args
     b = kb.b

@@ -70,7 +70,7 @@ def _run_gemm(cg, instr, s: GemmShape, a, b_ptr, bias_ptr, plan, name):
     fn = cg.shared(key, lambda: emit_gemm(lambda types: cg.function(name, types), s,
                                           kplan.builder(bias_ptr is not None), len(kplan.leaves)))
     bias = bias_ptr if bias_ptr is not None else ir.Constant(PTR, None)
-    small = s.flops < 1 << 16
+    small = s.flops < 1 << 18  # one chunk: splitting costs more than the work (as for Conv)
     args = [cg.ptr(a), b_ptr, cg.ptr(out), bias, *kplan.args(cg)]
     if small:
         cg.call(fn, args + [cg.entry.i64(0), cg.entry.i64(1)], single=True)
@@ -158,8 +158,6 @@ def emit_matmul_generic(cg, instr):
                          d.itemsize)
     kb.finish()
     cg.call(kb.fn, [cg.ptr(a), cg.ptr(b), cg.ptr(out)], single=True)
-    if instr.expr is not None:
-        cg.barrier()  # the codegen's epilogue pass follows, split across every thread
 
 
 # -- Gemm --------------------------------------------------------------------------------------

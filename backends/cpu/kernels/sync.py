@@ -1,52 +1,220 @@
-"""A spin barrier between kernels, for the threads that run one inference together.
+"""How the threads of one inference share its kernels: phases, chunk claiming, done counters.
 
-State: two i64 counters 64 bytes apart (arrival count, generation) so they never share a cache
-line. The last thread to arrive resets the count and bumps the generation (release); the others
-spin on the generation (acquire) with `pause`. All threads are busy with the same inference, so
-spinning costs nothing that sleeping would save, and it wakes in nanoseconds. After SPIN_LIMIT
-spins the partner is evidently not running (more runnable threads than cores): the waiter then
-calls sched_yield on every spin, so the thread it waits for gets the core.
+Every kernel call of the entry is a *phase* with one 64-byte slot of state: i64 counters `claim`
+and `done` and a `sleepers` flag. A phase is cut into chunks (one for a small kernel,
+CHUNKS_PER_THREAD per thread for a large one); a thread takes the next chunk with an atomic add
+on `claim`, runs the kernel on it (the kernel sees the chunk as its (tid, nthreads) share) and
+adds one to `done`. Before it claims a chunk, a thread waits until every phase this one depends
+on has all its chunks done. Dependencies come from memory (`Phases`): a phase waits for an
+earlier one only when one writes bytes the other reads or writes, arena reuse included, and not
+when that earlier phase is already implied by another wait.
+
+So no thread waits for another to *arrive*: a worker the OS does not run leaves its share to
+the others (the caller may run the whole inference alone), a small kernel runs on whichever
+thread gets to it first while another thread works on an independent one, and a thread waits
+only for chunks that another thread has actually claimed. Waiting spins with `pause`; after
+SPIN_LIMIT spins the thread waited for is evidently not running (more runnable threads than
+cores), and the waiter sleeps on a futex instead: its core goes idle, so the scheduler can run
+the thread it waits for there (a sched_yield would keep the core busy). A thread that finishes a
+chunk wakes the sleepers of that phase, if the flag says there are any (no syscall otherwise).
+
+The counters only grow during an inference; the runtime zeroes them before the next one, once
+no thread is inside the entry any more (pool.py). x86-64 Linux only (pause, the futex syscall).
 """
-
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from ..irutil import I64, KernelBuilder
+from ..irutil import I64, PTR, VOID, KernelBuilder
 
-GEN_OFFSET = 8  # i64 elements: 64 bytes
-#: pause-spins (about 40 ns each on Zen 5) before a waiting thread starts yielding its core.
+SLOT_BYTES = 64  # one cache line per phase
+CLAIM, DONE, SLEEPERS = 0, 1, 2  # i64 index of each counter in a slot
+#: chunks per thread of a phase split across threads: a thread the OS deschedules leaves at
+#: most one chunk behind, and the last chunks even out the threads' speeds.
+CHUNKS_PER_THREAD = 4
+#: pause-spins (about 40 ns each on Zen 5) before a waiting thread goes to sleep.
 SPIN_LIMIT = 2000
+#: a sleeper re-checks its counter at least this often (a safety net: wake-ups are not lost).
+SLEEP_NS = 2_000_000
+SYS_FUTEX, FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 202, 128, 129  # x86-64 Linux
 
 
-def emit_barrier(kb: KernelBuilder, state, nth):
+# -- which phases wait for which -----------------------------------------------------------------
+
+class Phases:
+    """The phases of one entry, in program order, and the earlier phases each must wait for.
+
+    An access is (space, start, end, writes): a byte range of one memory space (the arena, an
+    input or output array). `add` returns the phases to wait for: every earlier phase with a
+    conflicting access (one of the two writes), less those already implied by another wait (a
+    phase's chunks start only after its own waits are over, so its completion implies theirs).
+    """
+
+    def __init__(self):
+        self.accesses: list[tuple] = []
+        self.single: list[bool] = []
+        self._before: list[int] = []  # per phase: bit set of the phases known done when it starts
+
+    def __len__(self):
+        return len(self.accesses)
+
+    def add(self, accesses, single: bool, after: int | None = None) -> list[int]:
+        """Register the next phase; `after`: a phase it must follow whatever its accesses."""
+        waits, known = self._waits(lambda q: q == after or _conflict(self.accesses[q], accesses))
+        self.accesses.append(tuple(accesses))
+        self.single.append(single)
+        self._before.append(known)
+        return waits
+
+    def final(self) -> list[int]:
+        """The phases to wait for so that every phase is done (the end of an inference)."""
+        return self._waits(lambda q: True)[0]
+
+    def _waits(self, depends) -> tuple[list[int], int]:
+        waits, known = [], 0
+        for q in reversed(range(len(self.accesses))):
+            if known >> q & 1 or not depends(q):
+                continue
+            waits.append(q)
+            known |= self._before[q] | 1 << q
+        return waits, known
+
+
+def _conflict(xs, ys) -> bool:
+    return any(a[0] == b[0] and a[1] < b[2] and b[1] < a[2] and (a[3] or b[3]) for a in xs for b in ys)
+
+
+# -- the native side -----------------------------------------------------------------------------
+
+class PhaseEmitter:
+    """Emits the phases of the entry `kb` (`void (ptr ctx, i64 tid, i64 nthreads)`): with one
+    thread a phase is a plain call, with more the claim loop above. `state` is the pointer to the
+    slots; `tid`, `nth` are the entry's arguments.
+    """
+
+    def __init__(self, kb: KernelBuilder, state, tid, nth):
+        self.kb, self.state, self.tid, self.nth = kb, state, tid, nth
+        self.phases = Phases()
+        b = kb.b
+        self.serial = b.icmp_signed("==", nth, kb.i64(1))
+        self.chunks = b.mul(nth, kb.i64(CHUNKS_PER_THREAD))
+        self._wait = _wait_function(kb.module)
+        self._wake = _wake_function(kb.module)
+
+    @property
+    def state_bytes(self) -> int:
+        return max(len(self.phases), 1) * SLOT_BYTES
+
+    def phase(self, accesses, single: bool, after: int | None, call, serial_call):
+        """The next phase: `call(chunk, nchunks)` emits the kernel call for one chunk,
+        `serial_call()` the call on one thread alone. `accesses` and `after` as for Phases.add."""
+        kb = self.kb
+        b = kb.b
+        index = len(self.phases)
+        waits = self.phases.add(accesses, single, after)
+        with b.if_else(self.serial) as (one, many):
+            with one:
+                serial_call()
+            with many:
+                n = kb.i64(1) if single else self.chunks
+                claim, done = self._counter(index, CLAIM), self._counter(index, DONE)
+                open_ = b.icmp_signed("<", b.load_atomic(claim, "monotonic", 8, typ=I64), n)
+                with b.if_then(open_):
+                    self.wait_for(waits)
+                    head = kb.fn.append_basic_block(f"p{index}.claim")
+                    body = kb.fn.append_basic_block(f"p{index}.run")
+                    end = kb.fn.append_basic_block(f"p{index}.end")
+                    b.branch(head)
+                    b.position_at_end(head)
+                    chunk = b.atomic_rmw("add", claim, kb.i64(1), "monotonic")
+                    b.cbranch(b.icmp_signed("<", chunk, n), body, end)
+                    b.position_at_end(body)
+                    call(chunk, n)
+                    b.atomic_rmw("add", done, kb.i64(1), "seq_cst")
+                    sleepers = b.load_atomic(self._counter(index, SLEEPERS), "seq_cst", 8, typ=I64)
+                    with b.if_then(b.icmp_signed("!=", sleepers, kb.i64(0)), likely=False):
+                        b.call(self._wake, [done])
+                    b.branch(head)
+                    b.position_at_end(end)
+
+    def finish(self):
+        """At the end of the entry: thread 0 (the caller) returns only when every phase is done."""
+        b = self.kb.b
+        with b.if_then(b.and_(b.not_(self.serial), b.icmp_signed("==", self.tid, self.kb.i64(0)))):
+            self.wait_for(self.phases.final())
+
+    def wait_for(self, waits):
+        kb = self.kb
+        b = kb.b
+        for q in waits:
+            done = self._counter(q, DONE)
+            target = kb.i64(1) if self.phases.single[q] else self.chunks
+            short = b.icmp_signed("<", b.load_atomic(done, "acquire", 8, typ=I64), target)
+            with b.if_then(short, likely=False):
+                b.call(self._wait, [done, target])
+
+    def _counter(self, index: int, which: int):
+        return self.kb.ptr(self.state, index * SLOT_BYTES // 8 + which, I64)
+
+
+def _futex(kb: KernelBuilder, word, op: int, value, timeout):
+    try:
+        syscall = kb.module.get_global("syscall")
+    except KeyError:
+        syscall = ir.Function(kb.module, ir.FunctionType(I64, [I64], var_arg=True), "syscall")
+    # every argument a full register: syscall() reads them as longs (the kernel takes the low 32
+    # bits of op and value)
+    return kb.b.call(syscall, [kb.i64(SYS_FUTEX), word, kb.i64(op), value, timeout])
+
+
+def _wake_function(module: ir.Module) -> ir.Function:
+    """`void glow_wake(ptr done)`: wake every thread asleep on a done counter."""
+    try:
+        return module.get_global("glow_wake")
+    except KeyError:
+        pass
+    kb = KernelBuilder(module, "glow_wake", [PTR], internal=True)
+    kb.fn.attributes.add("noinline")
+    kb.fn.attributes.add("nounwind")
+    kb.fn.attributes.add("cold")
+    _futex(kb, kb.args[0], FUTEX_WAKE_PRIVATE, kb.i64(2**31 - 1), ir.Constant(PTR, None))
+    return kb.finish()
+
+
+def _wait_function(module: ir.Module) -> ir.Function:
+    """`void glow_wait(ptr done, i64 target)`: returns once *done >= target (acquire). Spins,
+    then sleeps on the counter's low 32 bits (a futex) with the slot's sleepers flag set."""
+    try:
+        return module.get_global("glow_wait")
+    except KeyError:
+        pass
+    kb = KernelBuilder(module, "glow_wait", [PTR, I64], internal=True)
+    kb.fn.attributes.add("noinline")
+    kb.fn.attributes.add("nounwind")
+    counter, target = kb.args
     b = kb.b
-    count_ptr = kb.ptr(state, 0, I64)
-    gen_ptr = kb.ptr(state, GEN_OFFSET, I64)
-    with b.if_then(b.icmp_signed(">", nth, kb.i64(1))):
-        gen = b.load_atomic(gen_ptr, "acquire", 8, typ=I64)
-        old = b.atomic_rmw("add", count_ptr, kb.i64(1), "acq_rel")
-        last = b.icmp_signed("==", old, b.sub(nth, kb.i64(1)))
-        with b.if_else(last) as (then, other):
-            with then:
-                _store_atomic(b, kb.i64(0), count_ptr, "monotonic")
-                _store_atomic(b, b.add(gen, kb.i64(1)), gen_ptr, "release")
-            with other:
-                pause = kb.intrinsic("llvm.x86.sse2.pause", ir.VoidType(), [])
-                yield_ = kb.intrinsic("sched_yield", ir.IntType(32), [])
-                spins = kb.var(I64, kb.i64(0))
-                head = kb.fn.append_basic_block("spin")
-                done = kb.fn.append_basic_block("spin.done")
-                b.branch(head)
-                b.position_at_end(head)
-                b.call(pause, [])
-                n = b.add(b.load(spins), kb.i64(1))
-                b.store(n, spins)
-                with b.if_then(b.icmp_signed(">", n, kb.i64(SPIN_LIMIT))):
-                    b.call(yield_, [])  # the partner is not running (a busy machine): let it
-                now = b.load_atomic(gen_ptr, "acquire", 8, typ=I64)
-                b.cbranch(b.icmp_signed("==", now, gen), head, done)
-                b.position_at_end(done)
+    pause = kb.intrinsic("llvm.x86.sse2.pause", VOID, [])
+    timeout = kb.var(ir.ArrayType(I64, 2))
+    b.store(ir.Constant(ir.ArrayType(I64, 2), [SLEEP_NS // 10**9, SLEEP_NS % 10**9]), timeout)
+    spins = kb.var(I64, kb.i64(0))
+    head = kb.fn.append_basic_block("spin")
+    done = kb.fn.append_basic_block("spin.done")
+    b.branch(head)
+    b.position_at_end(head)
+    n = b.add(b.load(spins), kb.i64(1))
+    b.store(n, spins)
+    with b.if_else(b.icmp_signed("<", n, kb.i64(SPIN_LIMIT))) as (spin, sleep):
+        with spin:
+            b.call(pause, [])
+        with sleep:  # the thread waited for is not running (a busy machine): free the core
+            _store_atomic(b, kb.i64(1), kb.ptr(counter, SLEEPERS - DONE, I64), "seq_cst")
+            now = b.load_atomic(counter, "seq_cst", 8, typ=I64)
+            with b.if_then(b.icmp_signed("<", now, target)):
+                _futex(kb, counter, FUTEX_WAIT_PRIVATE, now, timeout)  # asleep while *counter == now
+    now = b.load_atomic(counter, "acquire", 8, typ=I64)
+    b.cbranch(b.icmp_signed("<", now, target), head, done)
+    b.position_at_end(done)
+    return kb.finish()
 
 
 def _store_atomic(b: ir.IRBuilder, value, ptr, ordering: str):

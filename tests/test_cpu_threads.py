@@ -1,0 +1,225 @@
+"""The CPU backend on several threads: which kernel calls wait for which (kernels/sync.py), the
+thread pools (pool.py), and whole models that must give the same numbers on one and two threads,
+also when the second thread never gets to run."""
+
+import threading
+
+import glow
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+pytest.importorskip("llvmlite")
+
+from glow.backends.cpu.kernels.sync import Phases  # noqa: E402
+from glow.backends.cpu.pool import ThreadChoice, ThreadPool, get_pool  # noqa: E402
+
+
+def arena(start, end, writes=False):
+    return ("arena", start, end, writes)
+
+
+# -- which phases wait for which ------------------------------------------------------------------
+
+def test_a_phase_waits_for_the_phase_that_wrote_what_it_reads():
+    p = Phases()
+    assert p.add([arena(0, 64, True)], single=False) == []
+    assert p.add([arena(0, 64), arena(64, 128, True)], single=False) == [0]
+
+
+def test_independent_phases_do_not_wait():
+    p = Phases()
+    p.add([arena(0, 64, True)], single=True)
+    assert p.add([arena(64, 128, True)], single=True) == []
+    assert p.add([arena(0, 64), arena(64, 128), arena(128, 192, True)], single=True) == [1, 0]
+
+
+def test_reads_do_not_conflict_with_reads():
+    p = Phases()
+    p.add([("in", 0, 100, False), arena(0, 64, True)], single=True)
+    assert p.add([("in", 0, 100, False), arena(64, 128, True)], single=True) == []
+
+
+def test_reusing_arena_bytes_waits_for_their_last_reader():
+    p = Phases()
+    p.add([arena(0, 64, True)], single=True)  # 0 writes a
+    p.add([arena(0, 64), ("out", 0, 4, True)], single=True)  # 1 reads a
+    assert p.add([arena(0, 64, True)], single=True) == [1]  # 2 reuses a's bytes: after 1 (and so 0)
+
+
+def test_a_wait_implied_by_another_is_dropped():
+    p = Phases()
+    p.add([arena(0, 64, True)], single=True)
+    p.add([arena(0, 64), arena(64, 128, True)], single=True)  # after 0
+    assert p.add([arena(0, 64), arena(64, 128)], single=True) == [1]  # 1 done implies 0 done
+
+
+def test_calls_of_one_instruction_run_in_order_and_the_end_waits_for_all():
+    p = Phases()
+    p.add([arena(0, 64, True)], single=True)
+    p.add([arena(128, 192, True)], single=True)
+    assert p.add([arena(256, 320, True)], single=True, after=1) == [1]
+    assert sorted(p.final()) == [0, 2]
+
+
+# -- the thread pools ------------------------------------------------------------------------------
+
+def test_run_calls_every_thread_once():
+    pool = ThreadPool(3)
+    seen = []
+    pool.run(lambda ctx, tid, n: seen.append((ctx, tid, n)), "c")
+    assert sorted(seen) == [("c", 0, 3), ("c", 1, 3), ("c", 2, 3)]
+
+
+def test_share_does_not_wait_for_workers_but_the_next_call_does():
+    pool = ThreadPool(2)
+    joined, gate, order = threading.Event(), threading.Event(), []
+
+    def fn(ctx, tid, n):
+        if tid == 0:
+            assert joined.wait(5)  # the worker is in
+        else:
+            joined.set()
+            gate.wait(5)  # ... and stays there after the caller is done
+
+    pool.share(fn, None)
+    order.append("returned")
+    nxt = threading.Thread(target=pool.share, args=(lambda ctx, tid, n: None, None),
+                           kwargs={"before": lambda: order.append("before")})
+    nxt.start()
+    nxt.join(0.2)
+    assert order == ["returned"]  # the next call waits until no worker is inside
+    gate.set()
+    nxt.join(5)
+    assert order == ["returned", "before"]
+
+
+def test_pools_are_per_device():
+    assert get_pool(2, "cpu:a") is get_pool(2, "cpu:a")
+    assert get_pool(2, "cpu:a") is not get_pool(2, "cpu:b")
+    assert get_pool(2) is not get_pool(2, "cpu:a")
+
+
+def test_each_call_takes_the_way_that_has_been_faster_and_tries_the_other_now_and_then():
+    c = ThreadChoice()
+    picks = []
+    for _ in range(4 * ThreadChoice.EXPLORE):
+        picks.append(c.pick())
+        c.record(picks[-1], 1.0 if picks[-1] else 2.0)  # the caller alone is faster
+    tried = [k for k, solo in enumerate(picks) if not solo]
+    assert tried == [0, 2, 4, 8, 16, 32, 48]  # all threads first, then again now and then
+    c.record(False, 0.5)  # the machine got idle: one try on all threads is enough to switch
+    assert all(c.pick() is False for _ in range(3))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_two_devices_run_at_the_same_time(threads):
+    both = threading.Barrier(2, timeout=5)  # broken unless the two calls overlap
+
+    def fn(ctx, tid, n):
+        if tid == 0:
+            both.wait()
+
+    clients = [threading.Thread(target=get_pool(threads, f"cpu:overlap{k}").share, args=(fn, None))
+               for k in range(2)]
+    for c in clients:
+        c.start()
+    for c in clients:
+        c.join(10)
+    assert not both.broken
+
+
+# -- whole models ----------------------------------------------------------------------------------
+
+def with_random_weights(path: str) -> onnx.ModelProto:
+    """The model with seeded random Conv/Gemm/MatMul weights and biases, scaled by fan-in (the
+    light models ship with every weight 0.02, which would hide a chunk computed twice or not at
+    all behind equal numbers)."""
+    model = onnx.load(path)
+    rng = np.random.default_rng(0)
+    inits = {t.name: t for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type not in ("Conv", "Gemm", "MatMul"):
+            continue
+        for name in node.input[1:3]:
+            if name in inits:
+                w = numpy_helper.to_array(inits[name])
+                scale = 1 / np.sqrt(max(w[0].size, 1)) if w.ndim > 1 else 0.1
+                new = numpy_helper.from_array((rng.standard_normal(w.shape) * scale).astype(w.dtype), name)
+                inits[name].CopyFrom(new)
+    return model
+
+
+def model_cases():
+    from glow.testing.models import light_models
+
+    for case in light_models():
+        yield pytest.param(case.name, lambda c=case: (with_random_weights(c.model_path), c.data_sets[0][0]),
+                           marks=pytest.mark.slow, id=case.name)
+    for name in ("mlp", "small_cnn", "transformer"):
+        yield pytest.param(name, lambda n=name: _bench_model(n), id=name)
+
+
+def _bench_model(name):
+    from glow.cli import make_inputs
+    from glow.onnx_import import load_onnx
+    from glow.testing import bench_models
+
+    model = getattr(bench_models, name)()
+    return model, make_inputs(load_onnx(model), seed=0)
+
+
+@pytest.fixture
+def always_shared(monkeypatch):
+    """Every call on all threads (the point of these tests), whatever has been faster."""
+    monkeypatch.setattr(ThreadChoice, "pick", lambda self: False)
+
+
+@pytest.mark.parametrize("name,load", model_cases())
+def test_models_agree_on_one_and_two_threads(name, load, always_shared):
+    model, feeds = load()
+    want = glow.compile(model, "cpu", threads=1).run(feeds)
+    assert all(np.isfinite(v).all() for v in want.values())
+    exe = glow.compile(model, "cpu", threads=2)
+    for _ in range(4):  # races show up as runs that differ
+        got = exe.run(feeds)
+        for k, w in want.items():
+            np.testing.assert_allclose(got[k], w, rtol=1e-5, atol=1e-6 * float(np.abs(w).max()), err_msg=k)
+
+
+def test_the_caller_finishes_an_inference_alone_and_a_late_worker_changes_nothing():
+    model, feeds = _bench_model("transformer")
+    want = glow.compile(model, "cpu", threads=1).run(feeds)
+    prog = glow.compile(model, "cpu", threads=2).program
+    for order in ([0, 1], [1, 0]):  # worker never came / came too late; worker did it all first
+        outs = [np.empty(shape, dtype) for _, dtype, shape in prog.outputs]
+        prog._prepare(prog.check(feeds) + outs, solo=False)
+        for tid in order:
+            prog.entry(prog._ctx_address, tid, 2)
+        for (name, _, _), out in zip(prog.outputs, outs):
+            np.testing.assert_allclose(out, want[name], rtol=1e-5, atol=1e-6, err_msg=f"{order} {name}")
+
+
+def test_a_thread_waiting_for_a_descheduled_one_sleeps_instead_of_spinning():
+    import time
+
+    from glow.backends.cpu.kernels.sync import SLOT_BYTES
+
+    model, feeds = _bench_model("mlp")
+    prog = glow.compile(model, "cpu", threads=2).program
+    outs = [np.empty(shape, dtype) for _, dtype, shape in prog.outputs]
+    prog._prepare(prog.check(feeds) + outs, solo=False)
+    slots = prog.sync.view(np.int64).reshape(-1, SLOT_BYTES // 8)
+    slots[0, 0] = 1 << 20  # every chunk of the first kernel claimed, none done: a thread holds them
+    caller = threading.Thread(target=prog.entry, args=(prog._ctx_address, 0, 2))
+    cpu0 = time.process_time()
+    caller.start()
+    caller.join(0.3)
+    assert caller.is_alive()  # waiting for the first kernel (which every later one needs) ...
+    assert time.process_time() - cpu0 < 0.1  # ... asleep, not burning a core
+    slots[0, 1] = 1 << 20  # the chunks are done: the sleeper notices (it re-checks at least every 2 ms)
+    caller.join(5)
+    assert not caller.is_alive()
+    want = glow.compile(model, "cpu", threads=1).run(feeds)
+    np.testing.assert_allclose(prog.run(feeds)[prog.outputs[0][0]], want[prog.outputs[0][0]], rtol=1e-5, atol=1e-6)
