@@ -2,7 +2,9 @@
 
 Machines here are noisy, so glow and the peer are measured side by side: each round times one
 run of each, alternating which goes first, and the report gives medians with min-max and the
-ratio of medians (glow / peer; below 1 is faster than the peer).
+ratio of medians (glow / peer; below 1 is faster than the peer). Before each timed run the same
+runtime runs untimed for at least SETTLE_S, so neither is timed while the other's idle threads
+still hold a core (onnxruntime's spin after each run).
 """
 
 from __future__ import annotations
@@ -106,20 +108,33 @@ def bench(spec: str, backend: str | None = None, threads: int = 1, rounds: int =
         exe.run(feeds)
         if peer is not None:
             peer.run(None, feeds)
-    g_times, p_times = [], []
+    runners = [lambda: exe.run(feeds)] + ([lambda: peer.run(None, feeds)] if peer is not None else [])
+    times: list[list[float]] = [[] for _ in runners]
     for i in range(rounds):
-        order = [0, 1] if i % 2 == 0 else [1, 0]
+        order = range(len(runners)) if i % 2 == 0 else reversed(range(len(runners)))
         for who in order:
-            if who == 0:
-                t = time.perf_counter()
-                exe.run(feeds)
-                g_times.append(time.perf_counter() - t)
-            elif peer is not None:
-                t = time.perf_counter()
-                peer.run(None, feeds)
-                p_times.append(time.perf_counter() - t)
+            if len(runners) > 1:
+                _settle(runners[who])
+            t = time.perf_counter()
+            runners[who]()
+            times[who].append(time.perf_counter() - t)
+    g_times, p_times = times[0], times[1] if peer is not None else []
     return BenchResult(name, be_name, threads, rounds, compile_s, Timing.of(g_times),
                        Timing.of(p_times) if p_times else None, vs if peer is not None else None, diff)
+
+
+#: Untimed runs after switching runtimes last at least this long: onnxruntime's idle workers spin
+#: for tens of milliseconds after a run (`allow_spinning`), holding a core the next runtime's
+#: threads need; glow's sleep. Timing the first run after a switch would charge one runtime for
+#: the other's spinning.
+SETTLE_S = 0.05
+
+
+def _settle(run) -> None:
+    t0 = time.perf_counter()
+    run()
+    while time.perf_counter() - t0 < SETTLE_S:
+        run()
 
 
 def format_result(r: BenchResult) -> str:
