@@ -125,6 +125,9 @@ def markdown(data: dict) -> str:
         gm = geomean([r["ratio"] for r in rows])
         lines += ["", f"Geometric mean of the ratios at {t} thread{'s' if t > 1 else ''}: **{gm:.2f}** "
                   f"over {len(rows)} models.", ""]
+    opencl = _opencl_section()
+    if opencl:
+        lines += opencl
     if data.get("gflops"):
         lines += ["## Throughput", "", "| model | threads | GFLOP | glow GFLOP/s | onnxruntime GFLOP/s |",
                   "|---|---|---|---|---|"]
@@ -152,7 +155,8 @@ def markdown(data: dict) -> str:
     env = data.get("env", {})
     lines += ["## How this was measured", "",
               f"- `python benchmarks/run_all.py` ({env.get('rounds', '?')} interleaved rounds per model and "
-              "thread count, after 3 warm-up runs each; `glow bench MODEL --backend cpu --threads N` "
+              "thread count, after 3 warm-up runs each, every timed run preceded by at least 50 ms of "
+              "untimed runs of the same runtime; `glow bench MODEL --backend cpu --threads N` "
               "measures one model the same way).",
               f"- Machine: {env.get('cpu', '?')}, {env.get('cores', '?')} cores; Python "
               f"{env.get('python', '?')}, onnxruntime {env.get('onnxruntime', '?')}, llvmlite "
@@ -168,6 +172,22 @@ def markdown(data: dict) -> str:
               "to compare. Two threads suffer most: a second thread helps only when it has a core "
               "of its own.", ""]
     return "\n".join(lines)
+
+
+def _opencl_section() -> list[str]:
+    """The OpenCL backend's rows (benchmarks/opencl.py writes results-opencl.json), next to the
+    CPU backend's: same models, same interleaved method."""
+    path = os.path.join(HERE, "results-opencl.json")
+    if not os.path.exists(path):
+        return []
+    from opencl import table
+
+    with open(path) as f:
+        data = json.load(f)
+    return ["## OpenCL backend (PoCL's CPU device, both cores)", "",
+            "`python benchmarks/opencl.py`: glow's OpenCL backend on PoCL against onnxruntime with "
+            "as many threads as cores; details, kernel build times and where the time goes in "
+            "[performance-opencl.md](performance-opencl.md).", "", *table(data), ""]
 
 
 NOTES = """## Where the time goes
@@ -209,12 +229,11 @@ NOTES = """## Where the time goes
   (trying the other again after 2, 4 and 8 calls, then every 16).
 - Two threads on this machine: the scheduler shares the CPU fairly between sessions
   (autogroups), not threads, so with another job running a second thread adds nothing for
-  either runtime. And the interleaved measurement favours onnxruntime at 2 threads: its idle
-  worker spins for about 30 ms after each run (`allow_spinning`, on by default), so every glow
-  run starts with one of the two cores taken; glow's idle workers sleep, so onnxruntime never
-  meets the same. ResNet-50 on an idle machine, glow 2 threads: 19-21 ms alone, 35-39 ms right
-  after an onnxruntime run, 19-21 ms after one with `session.intra_op.allow_spinning` = 0 or
-  `session.force_spinning_stop` = 1 (onnxruntime's own ResNet-50 time about the same).
+  either runtime. onnxruntime's idle worker spins for about 30 ms after each run
+  (`allow_spinning`, on by default): timed right after an onnxruntime run, glow's ResNet-50 at 2
+  threads took 35-39 ms instead of 19-21. `glow.bench` therefore runs each runtime untimed for
+  at least 50 ms before each timed run (`SETTLE_S`), so neither is timed while the other's idle
+  threads still hold a core.
 """
 
 
