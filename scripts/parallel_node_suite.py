@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     p.add_argument("--native", default=None)
     p.add_argument("--jobs", type=int, default=8)
     a = p.parse_args(argv)
-    from glow.testing.node_suite import collect_cases, load_known_failures
+    from glow.testing.node_suite import collect_cases, load_known_failures, may_pass
 
     names = [c.name for c in collect_cases()]
     key = a.backend if not a.native else f"{a.backend}-{a.native}"
@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     fails = {n: r for n, r in results.items() if r}
     print(f"{key}: {len(names) - len(fails)}/{len(names)} passed in {time.time() - t:.1f}s ({a.jobs} workers)")
     new = sorted(set(fails) - set(known))
-    fixed = sorted(n for n in known if n in results and n not in fails)
+    fixed = sorted(n for n in known if n in results and n not in fails and not may_pass(known[n]))
     for n in new:
         print(f"  NEW FAIL {n}: {fails[n][:300]}")
     for n in fixed:

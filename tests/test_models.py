@@ -3,7 +3,7 @@
 import pytest
 from conftest import known_failures_key
 from glow.testing.models import folder_cases, light_models, run_model_case
-from glow.testing.node_suite import load_known_failures
+from glow.testing.node_suite import check_known, load_known_failures
 
 LIGHT = light_models()
 FOLDERS = folder_cases("pytorch-converted") + folder_cases("pytorch-operator") + folder_cases("simple")
@@ -27,10 +27,4 @@ def test_light_model(case, glow_backend, glow_native):
 
 @pytest.mark.parametrize("case", FOLDERS, ids=[c.name for c in FOLDERS])
 def test_model_folder(case, glow_backend, glow_native, known):
-    err = run_model_case(case, glow_backend, glow_native)
-    reason = known.get(case.name)
-    if reason is None:
-        assert err is None, err
-    else:
-        assert err is not None, f"listed as a known failure ({reason}) but passes now: remove it"
-        pytest.xfail(reason)
+    check_known(run_model_case(case, glow_backend, glow_native), known.get(case.name))

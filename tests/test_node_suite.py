@@ -6,7 +6,7 @@ list stays true). Listed failures are reported as xfail with their reason.
 
 import pytest
 from conftest import known_failures_key
-from glow.testing.node_suite import collect_cases, load_known_failures, run_case
+from glow.testing.node_suite import check_known, collect_cases, load_known_failures, run_case
 
 CASES = collect_cases()
 
@@ -22,10 +22,4 @@ def test_suite_is_present():
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_node_case(case, glow_backend, glow_native, known):
-    err = run_case(case, glow_backend, glow_native)
-    reason = known.get(case.name)
-    if reason is None:
-        assert err is None, err
-    else:
-        assert err is not None, f"listed as a known failure ({reason}) but passes now: remove it"
-        pytest.xfail(reason)
+    check_known(run_case(case, glow_backend, glow_native), known.get(case.name))

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 import pytest
 from glow.testing.models import folder_cases, light_models, run_model_case
-from glow.testing.node_suite import collect_cases, load_known_failures, run_case
+from glow.testing.node_suite import check_known, collect_cases, load_known_failures, run_case
 from onnx import TensorProto as T
 from onnx import helper as h
 
@@ -48,12 +48,7 @@ FOLDERS = folder_cases("pytorch-converted") + folder_cases("pytorch-operator")
 
 
 def _check(err, known, name):
-    reason = known.get(name)
-    if reason is None:
-        assert err is None, err
-    else:
-        assert err is not None, f"listed as a known failure ({reason}) but passes now: remove it"
-        pytest.xfail(reason)
+    check_known(err, known.get(name))
 
 
 @pytest.mark.parametrize("case", SUBSET, ids=[c.name for c in SUBSET])
