@@ -71,12 +71,19 @@ def test_grouped_and_depthwise_conv(cin, cout, group, hw, k, s):
     _compare(m, {"x": x}, "float16 c0", rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("m,k,n", [(1, 128, 64), (3, 64, 32), (8, 33, 40), (17, 64, 64), (64, 100, 80)])
-def test_matmul_row_blocks(m, k, n):
+@pytest.mark.parametrize("const_b", [True, False], ids=["packed-b", "b-input"])
+@pytest.mark.parametrize("m,k,n", [(1, 128, 64), (3, 64, 32), (8, 33, 40), (17, 64, 64), (64, 100, 80), (2, 96, 1050)])
+def test_matmul_row_blocks(m, k, n, const_b):
+    """Row blocks of 1 to 16; a constant B is packed into K x 16 panels (ragged N zero-padded)."""
     rng = np.random.default_rng(m + n)
     b = rng.standard_normal((k, n)).astype(np.float32)
-    model = _model([h.make_node("MatMul", ["a", "b"], ["y"])], [("a", [m, k])], [("b", b)])
-    _compare(model, {"a": rng.standard_normal((m, k)).astype(np.float32)}, "float16 c0", rtol=1e-4, atol=1e-4)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    if const_b:
+        model = _model([h.make_node("MatMul", ["a", "b"], ["y"])], [("a", [m, k])], [("b", b)])
+        _compare(model, {"a": a}, "vload16(kk, bp)", rtol=1e-4, atol=1e-4)
+    else:
+        model = _model([h.make_node("MatMul", ["a", "b"], ["y"])], [("a", [m, k]), ("b", [k, n])])
+        _compare(model, {"a": a, "b": b}, "float16 c0", rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("op", ["Exp", "Log", "Tanh", "Erf", "Sigmoid"])

@@ -10,6 +10,8 @@ the last 16 columns may be partial (a masked load path, taken by at most one wor
 
 from __future__ import annotations
 
+import numpy as np
+
 from .elementwise import apply_epilogue
 from .matmul import batch_offsets, matmul_dims
 
@@ -35,7 +37,10 @@ def render_matmul_cpu(w, instr, params):
         nb *= d
     ROWS = rows_for(m)  # noqa: N806 - the module constant, per instruction
     w.grid((-(-n // VEC), -(-m // ROWS), nb), (1, 1, 1))
-    y, pa, pb = w.arg(out, out=True), w.arg(a), w.arg(b)
+    packed = _packable(b)
+    y, pa = w.arg(out, out=True), w.arg(a)
+    pb = w.weight((id(b.root), "panels16"), lambda: panels(np.asarray(b.root.data, np.float32))) if packed \
+        else w.arg(b)
     r = w.r
     w.line(f"const int col = {r.global_id(0)} * {VEC}, row = {r.global_id(1)} * {ROWS}, bat = {r.global_id(2)};")
     ao, bo = batch_offsets(w, instr, "bat")
@@ -43,16 +48,24 @@ def render_matmul_cpu(w, instr, params):
     for i in range(ROWS):
         w.line(f"const global float* a{i} = {pa} + ao + min(row + {i}, {m - 1}) * {k};")
         w.line(f"float16 c{i} = (float16)(0.0f);")
-    w.line(f"const global float* bp = {pb} + bo + col;")
     fmas = " ".join(f"c{i} = fma((float16)(a{i}[kk]), bv, c{i});" for i in range(ROWS))
     full = n % VEC == 0
-    if not full:
+    if packed:  # one contiguous K x 16 panel per work-item, zero-padded past N: no ragged path
+        w.line(f"const global float* bp = {pb} + (col / {VEC}) * {k * VEC};")
+        w.open(f"for (int kk = 0; kk < {k}; ++kk)")
+        w.line("const float16 bv = vload16(kk, bp);")
+        w.line(fmas)
+        w.close()
+    else:
+        w.line(f"const global float* bp = {pb} + bo + col;")
+    if not full and not packed:
         w.open(f"if (col + {VEC} <= {n})")
-    w.open(f"for (int kk = 0; kk < {k}; ++kk)")
-    w.line(f"const float16 bv = vload16(0, bp + kk * {n});")
-    w.line(fmas)
-    w.close()
-    if not full:
+    if not packed:
+        w.open(f"for (int kk = 0; kk < {k}; ++kk)")
+        w.line(f"const float16 bv = vload16(0, bp + kk * {n});")
+        w.line(fmas)
+        w.close()
+    if not full and not packed:
         w.close("} else {")
         w._depth += 1
         w.open(f"for (int kk = 0; kk < {k}; ++kk)")
@@ -77,3 +90,23 @@ def render_matmul_cpu(w, instr, params):
             w.line(f"yr[j] = {v};")
             w.close()
         w.close()
+
+
+def _packable(b) -> bool:
+    """A constant 2-D float32 B: packed at compile time into column panels."""
+    data = getattr(b.root, "data", None)
+    return (b.kind == "weight" and b is b.root and data is not None and len(b.type.shape) == 2
+            and np.asarray(data).dtype == np.float32)
+
+
+def panels(b: np.ndarray) -> np.ndarray:
+    """B (K x N) as ceil(N / 16) panels of K x 16, zero-padded past N: a work-item's 16 columns
+    are one contiguous stream (row-major B strides N floats between its k steps, which for a
+    large N defeats the prefetcher and, at N a multiple of 1024, aliases in L1)."""
+    k, n = b.shape
+    nb = -(-n // VEC)
+    out = np.zeros((nb, k, VEC), np.float32)
+    padded = np.zeros((k, nb * VEC), np.float32)
+    padded[:, :n] = b
+    out[:] = padded.reshape(k, nb, VEC).transpose(1, 0, 2)
+    return out
