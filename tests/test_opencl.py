@@ -134,6 +134,28 @@ def test_conv_shapes(geom, shape, request):
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("geom", [
+    dict(cin=8, cout=16, g=1, hw=(19, 19), k=(3, 3), s=(1, 1), p=(1, 1), d=(1, 1)),
+    dict(cin=5, cout=70, g=1, hw=(13, 29), k=(3, 5), s=(2, 1), p=(0, 2), d=(1, 1)),
+    dict(cin=8, cout=32, g=2, hw=(17, 17), k=(3, 3), s=(1, 1), p=(2, 2), d=(2, 2)),
+    dict(cin=48, cout=16, g=1, hw=(9, 9), k=(1, 1), s=(1, 1), p=(0, 0), d=(1, 1)),
+    dict(cin=3, cout=24, g=1, hw=(70, 70), k=(7, 7), s=(4, 4), p=(3, 3), d=(1, 1))])
+def test_gpu_tiled_conv(geom, gpu_shaped):
+    """The GPU implicit-GEMM convolution (the kernel CUDA runs) on PoCL: ragged tiles in every
+    dimension, groups, dilation, padding, bias and a fused Relu."""
+    rng = np.random.default_rng(geom["cout"])
+    x = rng.standard_normal((2, geom["cin"], *geom["hw"]), np.float32)
+    w = rng.standard_normal((geom["cout"], geom["cin"] // geom["g"], *geom["k"]), np.float32)
+    b = rng.standard_normal(geom["cout"]).astype(np.float32)
+    node = h.make_node("Conv", ["x", "w", "b"], ["c"], pads=[*geom["p"], *geom["p"]], strides=list(geom["s"]),
+                       dilations=list(geom["d"]), group=geom["g"])
+    mdl = _model([node, h.make_node("Relu", ["c"], ["y"])], [("x", list(x.shape))], ["y"], [("w", w), ("b", b)])
+    exe = glow.compile(mdl, backend="opencl")
+    assert "Bs[e / 64][e % 64] = ok ?" in exe.compiled.program.source, "the tiled GPU conv was not rendered"
+    ref = glow.compile(mdl, backend="reference").run({"x": x})["y"]
+    np.testing.assert_allclose(exe.run({"x": x})["y"], ref, rtol=1e-4, atol=1e-4)
+
+
 # -- runtime -------------------------------------------------------------------------------------------
 def _mlp():
     rng = np.random.default_rng(0)

@@ -57,6 +57,12 @@ def _conv():
                  [("w", w), ("b", b)])
 
 
+def _conv_depthwise():
+    w = np.ones((8, 1, 3, 3), np.float32)
+    return model([h.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], group=8),
+                  h.make_node("Relu", ["c"], ["y"])], [("x", T.FLOAT, [1, 8, 16, 16])], "y", [("w", w)])
+
+
 def _conv_small():
     w = np.ones((32, 8, 3, 3), np.float32)
     return model([h.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], [("x", T.FLOAT, [1, 8, 7, 7])], "y",
@@ -101,7 +107,8 @@ CASES = [
     ("matmul_naive", lambda: _matmul(8), "opencl", CPU),
     ("matmul_cpu_vec", lambda: _matmul(64), "opencl", CPU),
     ("matmul_tiled", lambda: _matmul(128), "cuda", GPU),
-    ("conv_direct_relu", _conv, "cuda", GPU),
+    ("conv_direct_relu", _conv_depthwise, "cuda", GPU),
+    ("conv_gpu_tiled_relu", _conv, "cuda", GPU),
     ("conv_cpu_vec_relu", _conv, "opencl", CPU),
     ("conv_cpu_co16", _conv_small, "opencl", CPU),
     ("reduce_max", _reduce, "opencl", CPU),

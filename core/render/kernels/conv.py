@@ -6,6 +6,7 @@
                output channels x 16 output columns in float16 registers (conv_cpu.py)
     cpu-co16   16 output channels x 8 pixels over packed constant weights (narrow images,
                1x1 convolutions; conv_cpu.py)
+    gpu-tiled  GPUs: an implicit GEMM on 64 x 64 tiles in local memory (conv_gpu.py)
 
 Bias and the fused epilogue are applied before the single store.
 """
@@ -79,6 +80,10 @@ def render_conv(w, instr, params):
         from .conv_cpu import render_conv_cpu
 
         return render_conv_cpu(w, instr, params, g)
+    if variant == "gpu-tiled":
+        from .conv_gpu import render_conv_gpu
+
+        return render_conv_gpu(w, instr, params, g)
     return render_conv_direct(w, instr, params, g)
 
 
@@ -88,9 +93,14 @@ CO16_BELOW = 32
 
 def conv_variant(instr, params, renderer, g: ConvGeometry) -> str:
     """direct | cpu-vec (16 output columns per work-item) | cpu-co16 (16 output channels per
-    work-item over packed constant weights: narrow images and 1x1 convolutions)."""
+    work-item over packed constant weights: narrow images and 1x1 convolutions) | gpu-tiled."""
     f32 = instr.outputs[0].type.dtype == dt.float32 and instr.inputs[0].type.dtype == dt.float32
-    if not (params.cpu and renderer.has_vectors and f32 and len(g.kernel) == 2):
+    if not params.cpu:
+        # Implicit GEMM over 64 x 64 tiles: worth it with a group's output channels filling a
+        # good part of a tile's rows (depthwise and thin groups stay direct).
+        tiled = f32 and len(g.kernel) == 2 and g.cout_per_group >= 16
+        return "gpu-tiled" if tiled else "direct"
+    if not (renderer.has_vectors and f32 and len(g.kernel) == 2):
         return "direct"
     wt = instr.inputs[1]
     packable = wt.kind == "weight" and wt is wt.root and wt.root.data is not None
