@@ -67,6 +67,22 @@ def test_light_model(case):
     assert run_model_case(case, "opencl") is None
 
 
+GPU_LIGHT = [c for c in LIGHT if c.name in ("light_squeezenet", "light_resnet50")]
+
+
+@pytest.mark.parametrize("case", GPU_LIGHT, ids=[c.name for c in GPU_LIGHT])
+def test_light_model_gpu_shaped(case, gpu_shaped):
+    """Whole models through the GPU-shaped kernels CUDA runs (tiled conv and MatMul, flat
+    elementwise), executed on PoCL."""
+    from glow.testing.compare import mismatch
+
+    exe = glow.compile(case.model_path, backend="opencl")
+    assert "Bs[e / 64][e % 64] = ok ?" in exe.compiled.program.source  # the tiled GPU conv
+    feeds, expected = case.data_sets[0]
+    got = exe.run(feeds)
+    assert mismatch(expected[0], got[exe.output_names[0]], case.rtol, case.atol) is None
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", LIGHT[-2:], ids=[c.name for c in LIGHT[-2:]])
 def test_light_model_floor(case):
