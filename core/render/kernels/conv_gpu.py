@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .conv import conv_bias
 from .elementwise import apply_epilogue
-from .matmul_gpu import TILE, TK, WI
+from .matmul_gpu import TILE, WI, tile_loop_close, tile_loop_open, tile_prologue
 
 R = TILE // WI
 
@@ -27,20 +27,11 @@ def render_conv_gpu(w, instr, params, g):
     w.grid((-(-n // TILE) * WI, -(-m // TILE) * WI, g.n * g.group), (WI, WI, 1))
     y, px, pwt = w.arg(out, out=True), w.arg(x), w.arg(wt)
     pb = w.arg(bias) if bias is not None else None
-    r, lq = w.r, w.r.local_qualifier
-    w.line(f"{lq} float As[{TK}][{TILE}];")
-    w.line(f"{lq} float Bs[{TK}][{TILE}];")
-    w.line(f"const int tx = {r.local_id(0)}, ty = {r.local_id(1)}, t = ty * {WI} + tx;")
-    w.line(f"const int col0 = {r.group_id(0)} * {TILE}, row0 = {r.group_id(1)} * {TILE};")
-    w.line(f"const int z = {r.group_id(2)}, img = z / {g.group}, grp = z % {g.group};")
+    tile_prologue(w)
+    w.line(f"const int z = {w.r.group_id(2)}, img = z / {g.group}, grp = z % {g.group};")
     w.line(f"const int xo = (img * {g.cin} + grp * {g.cin_per_group}) * {ih * iw};")
     w.line(f"const int wo = grp * {m * k};")
-    w.line(f"float acc[{R}][{R}];")
-    w.line(f"for (int i = 0; i < {R}; ++i) for (int j = 0; j < {R}; ++j) acc[i][j] = 0.0f;")
-    w.open(f"for (int k0 = 0; k0 < {k}; k0 += {TK})")
-    w.open(f"for (int l = 0; l < {TILE * TK // (WI * WI)}; ++l)")
-    w.line(f"const int e = t + l * {WI * WI};")
-    w.line(f"const int am = e / {TK}, ak = e % {TK};")
+    tile_loop_open(w, k)
     w.line(f"As[ak][am] = (row0 + am < {m} && k0 + ak < {k}) ? {pwt}[wo + (row0 + am) * {k} + k0 + ak] : 0.0f;")
     w.line(f"const int bk = k0 + e / {TILE}, bn = col0 + e % {TILE};")
     # the im2col element (bk, bn): input channel and tap from bk, output pixel from bn
@@ -49,16 +40,7 @@ def render_conv_gpu(w, instr, params, g):
     w.line(f"const int ix = (bn % {ow}) * {sw} - {pw} + (tap % {kw}) * {dw};")
     w.line(f"const int ok = bk < {k} && bn < {n} && iy >= 0 && iy < {ih} && ix >= 0 && ix < {iw};")
     w.line(f"Bs[e / {TILE}][e % {TILE}] = ok ? {px}[xo + ci * {ih * iw} + iy * {iw} + ix] : 0.0f;")
-    w.close()
-    w.line(r.barrier)
-    w.open(f"for (int kk = 0; kk < {TK}; ++kk)")
-    w.line(f"float av[{R}], bv[{R}];")
-    w.line(f"for (int i = 0; i < {R}; ++i) av[i] = As[kk][ty + i * {WI}];")
-    w.line(f"for (int j = 0; j < {R}; ++j) bv[j] = Bs[kk][tx + j * {WI}];")
-    w.line(f"for (int i = 0; i < {R}; ++i) for (int j = 0; j < {R}; ++j) acc[i][j] += av[i] * bv[j];")
-    w.close()
-    w.line(r.barrier)
-    w.close()
+    tile_loop_close(w)
     w.open(f"for (int i = 0; i < {R}; ++i)")
     w.line(f"const int row = row0 + ty + i * {WI};")
     w.line(f"if (row >= {m}) break;")

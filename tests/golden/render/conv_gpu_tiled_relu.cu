@@ -1,4 +1,4 @@
-extern "C" __global__ void __launch_bounds__(256) conv_ep_f695083589(unsigned char* mem, const unsigned long long o0, const unsigned long long o1, const unsigned long long o2, const unsigned long long o3) {
+extern "C" __global__ void __launch_bounds__(256) conv_ep_df17442fa9(unsigned char* mem, const unsigned long long o0, const unsigned long long o1, const unsigned long long o2, const unsigned long long o3) {
   float* p0 = (float*)(mem + o0);
   const float* p1 = (const float*)(mem + o1);
   const float* p2 = (const float*)(mem + o2);
@@ -7,11 +7,11 @@ extern "C" __global__ void __launch_bounds__(256) conv_ep_f695083589(unsigned ch
   __shared__ float Bs[16][64];
   const int tx = (int)threadIdx.x, ty = (int)threadIdx.y, t = ty * 16 + tx;
   const int col0 = (int)blockIdx.x * 64, row0 = (int)blockIdx.y * 64;
+  float acc[4][4];
+  for (int i = 0; i < 4; ++i) for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
   const int z = (int)blockIdx.z, img = z / 1, grp = z % 1;
   const int xo = (img * 3 + grp * 3) * 1024;
   const int wo = grp * 432;
-  float acc[4][4];
-  for (int i = 0; i < 4; ++i) for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
   for (int k0 = 0; k0 < 27; k0 += 16) {
     for (int l = 0; l < 4; ++l) {
       const int e = t + l * 256;

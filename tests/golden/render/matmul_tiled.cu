@@ -1,4 +1,4 @@
-extern "C" __global__ void __launch_bounds__(256) matmul_050edd47c8(unsigned char* mem, const unsigned long long o0, const unsigned long long o1, const unsigned long long o2) {
+extern "C" __global__ void __launch_bounds__(256) matmul_8f039714ae(unsigned char* mem, const unsigned long long o0, const unsigned long long o1, const unsigned long long o2) {
   float* p0 = (float*)(mem + o0);
   const float* p1 = (const float*)(mem + o1);
   const float* p2 = (const float*)(mem + o2);
@@ -6,10 +6,10 @@ extern "C" __global__ void __launch_bounds__(256) matmul_050edd47c8(unsigned cha
   __shared__ float Bs[16][64];
   const int tx = (int)threadIdx.x, ty = (int)threadIdx.y, t = ty * 16 + tx;
   const int col0 = (int)blockIdx.x * 64, row0 = (int)blockIdx.y * 64;
-  const int bat = (int)blockIdx.z;
-  const int ao = 0, bo = 0;
   float acc[4][4];
   for (int i = 0; i < 4; ++i) for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+  const int bat = (int)blockIdx.z;
+  const int ao = 0, bo = 0;
   for (int k0 = 0; k0 < 128; k0 += 16) {
     for (int l = 0; l < 4; ++l) {
       const int e = t + l * 256;
