@@ -18,7 +18,7 @@ from ..graph import Graph
 from .layout import DeviceLayout, layout_memory
 from .params import GPU, DeviceParams
 from .program import Program, render_program
-from .support import is_dynamic, native_ops, needs_values, renders
+from .support import deferred, native_ops, renders
 
 
 @dataclass
@@ -30,22 +30,6 @@ class Compiled:
     layout: DeviceLayout
     params: DeviceParams
     render_seconds: float = 0.0
-
-
-def _can_settle(node) -> bool:
-    """Whether specialisation can make a deferred node renderable: not a host op (strings,
-    sequences, data-dependent output shapes), and the op has a kernel, an elementwise rule or a
-    lowering rule. Otherwise it is refused now, so the partitioner places it on another device."""
-    from ..lowering import is_host_op
-    from ..lowering import rule_for as lowering_rule
-    from .expr import CODE_FOR_OP
-    from .registry import rule_for as kernel_rule
-
-    if is_host_op(node.op) or not node.op.pure:
-        return False
-    name = node.op.name
-    return (node.op.has_subgraphs or kernel_rule(name) is not None or name in CODE_FOR_OP
-            or lowering_rule(name, node.op.domain) is not None)
 
 
 class CStyleBackend(Backend):
@@ -61,7 +45,7 @@ class CStyleBackend(Backend):
         return renders(node, self.renderer) or self.defers(node)
 
     def defers(self, node) -> bool:
-        return (is_dynamic(node) or needs_values(node)) and _can_settle(node)
+        return deferred(node)
 
     def fully_renderable(self, graph: Graph) -> bool:
         from ..passes.fusion import FUSED_OPS

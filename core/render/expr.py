@@ -184,7 +184,7 @@ def _clip(c):
 
 def _fast(c) -> bool:
     """float32 math on a CPU-kind device: the vectorisable helpers of fastmath.py."""
-    p = getattr(c.w, "params", None)
+    p = c.w.params
     return p is not None and p.cpu and c.ct == "float" and c.types[0] == dt.float32
 
 

@@ -53,6 +53,23 @@ NARROW_OPS = frozenset({"Cast", "Identity", "Reshape", "Transpose", "Expand", "S
                         "Gather", "Constant"})
 
 
+def deferred(node) -> bool:
+    """Accepted now and decided once inputs are seen (shape specialisation): a node of unknown
+    shapes or run-time index operands whose op specialisation can make renderable, i.e. not a
+    host op (strings, sequences, data-dependent output shapes) and with a kernel, an elementwise
+    rule or a lowering rule. Anything else is refused now, so the partitioner can place it on
+    another device."""
+    from ..lowering import is_host_op
+    from ..lowering import rule_for as lowering_rule
+    from .expr import CODE_FOR_OP
+
+    if not (is_dynamic(node) or needs_values(node)) or is_host_op(node.op) or not node.op.pure:
+        return False
+    name = node.op.name
+    return (node.op.has_subgraphs or rule_for(name) is not None or name in CODE_FOR_OP
+            or lowering_rule(name, node.op.domain) is not None)
+
+
 def renders(node, renderer) -> bool:
     if node.op.domain not in ("", "ai.onnx") or node.captures or node.op.has_subgraphs:
         return False

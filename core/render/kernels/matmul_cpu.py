@@ -35,20 +35,20 @@ def render_matmul_cpu(w, instr, params):
     nb = 1
     for d in batch:
         nb *= d
-    ROWS = rows_for(m)  # noqa: N806 - the module constant, per instruction
-    w.grid((-(-n // VEC), -(-m // ROWS), nb), (1, 1, 1))
+    rows = rows_for(m)
+    w.grid((-(-n // VEC), -(-m // rows), nb), (1, 1, 1))
     packed = _packable(b)
     y, pa = w.arg(out, out=True), w.arg(a)
     pb = w.weight((id(b.root), "panels16"), lambda: panels(np.asarray(b.root.data, np.float32))) if packed \
         else w.arg(b)
     r = w.r
-    w.line(f"const int col = {r.global_id(0)} * {VEC}, row = {r.global_id(1)} * {ROWS}, bat = {r.global_id(2)};")
+    w.line(f"const int col = {r.global_id(0)} * {VEC}, row = {r.global_id(1)} * {rows}, bat = {r.global_id(2)};")
     ao, bo = batch_offsets(w, instr, "bat")
     w.line(f"const int ao = {ao}, bo = {bo};")
-    for i in range(ROWS):
+    for i in range(rows):
         w.line(f"const global float* a{i} = {pa} + ao + min(row + {i}, {m - 1}) * {k};")
         w.line(f"float16 c{i} = (float16)(0.0f);")
-    fmas = " ".join(f"c{i} = fma((float16)(a{i}[kk]), bv, c{i});" for i in range(ROWS))
+    fmas = " ".join(f"c{i} = fma((float16)(a{i}[kk]), bv, c{i});" for i in range(rows))
     full = n % VEC == 0
     if packed:  # one contiguous K x 16 panel per work-item, zero-padded past N: no ragged path
         w.line(f"const global float* bp = {pb} + (col / {VEC}) * {k * VEC};")
@@ -76,7 +76,7 @@ def render_matmul_cpu(w, instr, params):
         w.close()
         w.close()
     plain = instr.expr is None
-    for i in range(ROWS):
+    for i in range(rows):
         w.open(f"if (row + {i} < {m})")
         w.line(f"global float* yr = {y} + bat * {m * n} + (row + {i}) * {n} + col;")
         if plain and full:
@@ -105,8 +105,6 @@ def panels(b: np.ndarray) -> np.ndarray:
     large N defeats the prefetcher and, at N a multiple of 1024, aliases in L1)."""
     k, n = b.shape
     nb = -(-n // VEC)
-    out = np.zeros((nb, k, VEC), np.float32)
-    padded = np.zeros((k, nb * VEC), np.float32)
-    padded[:, :n] = b
-    out[:] = padded.reshape(k, nb, VEC).transpose(1, 0, 2)
-    return out
+    if nb * VEC != n:
+        b = np.pad(b, ((0, 0), (0, nb * VEC - n)))
+    return np.ascontiguousarray(b.reshape(k, nb, VEC).transpose(1, 0, 2))
