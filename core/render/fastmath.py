@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from .. import dtypes as dt
 from .. import vmath as vm
 
 #: ONNX op -> helper name, for float32 on CPU-kind devices (expr.py); Sigmoid is spelled inline.
@@ -20,17 +21,17 @@ FAST_UNARY = {"Exp": "glow_expf", "Log": "glow_logf", "Tanh": "glow_tanhf", "Erf
 DEPENDS = {"glow_tanhf": ("glow_expf",), "glow_erff": ("glow_expf",)}
 
 
-def _f(v: float) -> str:
-    return f"{float(v)!r}f" if math.isfinite(v) else ("INFINITY" if v > 0 else "-INFINITY")
-
-
 def _horner(r, x: str, coefs) -> str:
     """coefs[0] + x * (coefs[1] + ...) as nested fma."""
     fma = r.math("fma", "float")
-    acc = _f(coefs[-1])
+    acc = _lit(r, coefs[-1])
     for c in reversed(coefs[:-1]):
-        acc = f"{fma}({x}, {acc}, {_f(c)})"
+        acc = f"{fma}({x}, {acc}, {_lit(r, c)})"
     return acc
+
+
+def _lit(r, v: float) -> str:
+    return r.literal(v, dt.float32)
 
 
 def _inf(r) -> str:
@@ -42,14 +43,14 @@ def _expf(r) -> str:
     fmin, fmax = r.math("fmin", "float"), r.math("fmax", "float")
     lo, hi = (r.bits_as_float(f"(unsigned int)({e} + 127) << 23") for e in ("nh", "ni - nh"))
     return f"""{r.helper_qualifier} float glow_expf(float x) {{
-  const float xc = {fmin}({fmax}(x, {_f(vm.EXP_LO)}), {_f(vm.EXP_HI)});
-  const float n = {rint}(xc * {_f(1 / math.log(2))});
-  float t = {fma}(n, {_f(-vm.LN2_HI)}, xc);
-  t = {fma}(n, {_f(-vm.LN2_LO)}, t);
+  const float xc = {fmin}({fmax}(x, {_lit(r, vm.EXP_LO)}), {_lit(r, vm.EXP_HI)});
+  const float n = {rint}(xc * {_lit(r, 1 / math.log(2))});
+  float t = {fma}(n, {_lit(r, -vm.LN2_HI)}, xc);
+  t = {fma}(n, {_lit(r, -vm.LN2_LO)}, t);
   const float p = {fma}(t * t, {_horner(r, "t", vm.EXP_P)}, t + 1.0f);
   const int ni = (int)n, nh = ni >> 1;  /* 2^n as 2^nh * 2^(n - nh): both stay normal */
   float y = p * {lo} * {hi};
-  y = x > {_f(vm.EXP_HI)} ? {_inf(r)} : (x < {_f(vm.EXP_LO)} ? 0.0f : y);
+  y = x > {_lit(r, vm.EXP_HI)} ? {_inf(r)} : (x < {_lit(r, vm.EXP_LO)} ? 0.0f : y);
   return x != x ? x : y;
 }}"""
 
@@ -62,13 +63,13 @@ def _logf(r) -> str:
   const unsigned int bits = {r.float_as_bits("xs")};
   int e = (int)(bits >> 23) - (tiny ? 150 : 127);
   float m = {r.bits_as_float("(bits & 0x7fffffu) | 0x3f800000u")};
-  const int big = m > {_f(math.sqrt(2.0))};
+  const int big = m > {_lit(r, math.sqrt(2.0))};
   m = big ? 0.5f * m : m;
   e += big;
   const float f = m - 1.0f, s = f / (f + 2.0f), z = s * s;
   const float lm = {fma}(s * z, {_horner(r, "z", vm.LOG_Q)}, 2.0f * s);
   const float ef = (float)e;
-  float y = {fma}(ef, {_f(vm.LN2_HI)}, {fma}(ef, {_f(vm.LN2_LO)}, lm));
+  float y = {fma}(ef, {_lit(r, vm.LN2_HI)}, {fma}(ef, {_lit(r, vm.LN2_LO)}, lm));
   y = x == {_inf(r)} ? x : (x == 0.0f ? -{_inf(r)} : (x < 0.0f ? {r.bits_as_float("0x7fc00000u")} : y));
   return x != x ? x : y;
 }}"""
@@ -80,7 +81,7 @@ def _tanhf(r) -> str:
   const float a = {r.math("fabs", "float")}(x), z = x * x;
   const float small = {fma}(x * z, {_horner(r, "z", vm.TANH_T)}, x);
   const float large = {r.math("copysign", "float")}(1.0f - 2.0f / (glow_expf(2.0f * a) + 1.0f), x);
-  return a < {_f(vm.TANH_SMALL)} ? small : large;
+  return a < {_lit(r, vm.TANH_SMALL)} ? small : large;
 }}"""
 
 
@@ -89,10 +90,10 @@ def _erff(r) -> str:
     return f"""{r.helper_qualifier} float glow_erff(float x) {{
   const float a = {r.math("fabs", "float")}(x);
   const float small = x * {_horner(r, "x * x", vm.ERF_E)};
-  const float ac = {fmin}({fmax}(a, {_f(vm.ERF_SMALL)}), {_f(vm.ERF_CLAMP)});
+  const float ac = {fmin}({fmax}(a, {_lit(r, vm.ERF_SMALL)}), {_lit(r, vm.ERF_CLAMP)});
   const float q = 1.0f / ac, c = {_horner(r, "q", vm.ERFC_C)};
   const float large = {r.math("copysign", "float")}(1.0f - glow_expf(-(ac * ac)) * c, x);
-  return x != x ? x : (a <= {_f(vm.ERF_SMALL)} ? small : large);
+  return x != x ? x : (a <= {_lit(r, vm.ERF_SMALL)} ? small : large);
 }}"""
 
 

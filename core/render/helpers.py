@@ -109,14 +109,10 @@ def _powf(r) -> str:
 
 
 # -- narrow formats: float8, float4, int4, int2, one element per byte (ml_dtypes' layouts) -------
-# The float formats decode through a 256-entry table of float32 bit patterns made from ml_dtypes
-# itself, so decoding agrees with the reference by construction. Encoding rounds to nearest even
-# on the format's grid: with e' = max(exponent of |x|, the smallest normal exponent),
-# code = (e' + bias - 1) * 2^M + rint(|x| * 2^(M - e')); the scaling is exact, and a mantissa that
-# rounds up carries into the exponent by itself. Codes past the largest finite one overflow the
-# way ml_dtypes does (inf, NaN or the largest value); `saturate` clamps to the largest finite
-# first (ONNX Cast). The integer formats are ints in registers: a C-style truncation whose low
-# bits are kept (sign-extended for int4 / int2), as ml_dtypes converts.
+# The method and the formats' parameters are glow.narrow's: decode through a 256-entry table of
+# float32 bit patterns made from ml_dtypes; encode by rounding to nearest even on the format's
+# grid; `saturate` clamps to the largest finite value first (ONNX Cast); the integer formats are
+# ints in registers, their low bits kept (sign-extended for int4 / int2).
 
 E8M0_ROUND = {"up": 0, "down": 1, "nearest": 2}
 #: Sources whose values float32 does not hold exactly (e8m0's rounding looks at every bit).
@@ -190,7 +186,8 @@ def _float_encoder(r, dtype) -> str:
     big = 2.0 ** (e_min + 2 ** f.e_bits)  # past every code: overflows below, scales exactly
     top = float(ml_dtypes.finfo(dtype.np).max)
     shift = f.sign_bit.bit_length() - 1
-    sat = f"  a = saturate && a > {_f(top)} ? {_f(top)} : a;\n" if f.overflow != f.max_code else ""
+    lit_top, lit_big = r.literal(top, dt.float32), r.literal(big, dt.float32)
+    sat = f"  a = saturate && a > {lit_top} ? {lit_top} : a;\n" if f.overflow != f.max_code else ""
     if f.nan_sign:
         nan = f"{f.nan}u | (neg << {shift})"
     elif dtype == dt.float4e2m1:  # ml_dtypes: +NaN -> 0b1000 (-0), -NaN -> 0
@@ -207,7 +204,7 @@ def _float_encoder(r, dtype) -> str:
   const unsigned int neg = {r.float_as_bits("x")} >> 31;
   if (x != x) return ({st})({nan});
   float a = {fabs}(x);
-  a = a > {_f(big)} ? {_f(big)} : a;
+  a = a > {lit_big} ? {lit_big} : a;
 {sat}  int e = (int)({r.float_as_bits("a")} >> 23) - 127;
   e = e < {e_min} ? {e_min} : e;
   const float q = {rint}(a * {r.bits_as_float(f"(unsigned int)({m + 127} - e) << 23")});
@@ -246,10 +243,6 @@ def _d2f_odd(r) -> str:
   const unsigned int b = {r.float_as_bits("t")} - ({fabs}((double)t) > {fabs}(x) ? 1u : 0u);
   return {r.bits_as_float("b | 1u")};
 }}"""
-
-
-def _f(v: float) -> str:
-    return np.format_float_scientific(np.float32(v), unique=True, trim="0") + "f"
 
 
 def _narrow_helpers() -> dict:
