@@ -8,6 +8,7 @@ or None when nothing is known. Types are immutable and hashable.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -186,7 +187,7 @@ class TensorType:
     def numel(self) -> int | None:
         if not self.is_static:
             return None
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)  # exact: NumPy's int64 product wraps past 2**63
 
     @property
     def nbytes(self) -> int | None:

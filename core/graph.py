@@ -20,6 +20,7 @@ import numpy as np
 
 from . import dtypes as dt
 from .errors import GraphError
+from .limits import check_type
 from .ops.registry import REQUIRED, InferContext, OpDef, canonical_attr, get_op
 
 #: Values up to this many elements computed from constants are remembered (`Value.known`), so that
@@ -217,6 +218,7 @@ class GraphBuilder:
     def input(self, name: str, type) -> Value:
         if name in self._names:
             raise GraphError(f"graph '{self.name}': duplicate value name '{name}'")
+        check_type(type, f"graph '{self.name}': input '{name}'")
         self._names.add(name)
         v = Value(name, type)
         self._inputs.append(v)
@@ -256,7 +258,9 @@ class GraphBuilder:
         out_types = list(opdef.infer(ctx))
         if len(out_types) < num_outputs:
             raise GraphError(f"{where}: op produces {len(out_types)} outputs, {num_outputs} requested")
-        out_known = self._known_outputs(opdef, ctx, inputs, full_attrs, num_outputs)
+        for t in out_types[:num_outputs]:  # no shape whose element count wraps int64 index math
+            check_type(t, where)
+        out_known = self._known_outputs(opdef, ctx, inputs, full_attrs, num_outputs, out_types)
         node = Node(opdef, node_name, tuple(inputs), _freeze(full_attrs), (), tuple(captures))
         outs = []
         for i in range(num_outputs):
@@ -275,7 +279,7 @@ class GraphBuilder:
     def add1(self, op, inputs, attrs=None, **kw) -> Value:
         return self.add(op, inputs, attrs, num_outputs=1, **kw)[0]
 
-    def _known_outputs(self, opdef, ctx, inputs, attrs, n):
+    def _known_outputs(self, opdef, ctx, inputs, attrs, n, out_types=()):
         if not opdef.pure or opdef.has_subgraphs:
             return [None] * n
         if opdef.known_value is not None:
@@ -285,6 +289,8 @@ class GraphBuilder:
             return [None] * n
         if sum(v.known.size for v in inputs if v is not None) > KNOWN_VALUE_LIMIT:
             return [None] * n
+        if any((getattr(t, "numel", None) or 0) > KNOWN_VALUE_LIMIT for t in out_types[:n]):
+            return [None] * n  # never materialise a big result (ConstantOfShape of 10**12) here
         try:
             res = opdef.reference(*[v.known if v is not None else None for v in inputs], **attrs)
         except Exception:  # folding is an optimisation; the real run reports real errors

@@ -14,6 +14,7 @@ import numpy as np
 from . import dtypes as dt
 from .errors import GraphError, InputError
 from .graph import Graph, Value
+from .limits import check_alloc, memory_budget
 
 
 def verify_level() -> int:
@@ -81,6 +82,7 @@ def run_graph(graph: Graph, feeds: dict, *, check: bool = True) -> dict[str, obj
             raise InputError(f"graph '{graph.name}': no value for '{v.name}'")
         env[id(v)] = feeds[v.name]
     verify = verify_level()
+    budget = memory_budget()
 
     def get(v: Value | None):
         if v is None:
@@ -94,10 +96,14 @@ def run_graph(graph: Graph, feeds: dict, *, check: bool = True) -> dict[str, obj
         attrs = dict(node.attrs)
         if node.captures:
             attrs["_scope"] = {v.name: get(v) for v in node.captures}
+        check_outputs(node, args, budget)
         try:
             result = node.op.reference(*args, **attrs)
         except (GraphError, InputError):
             raise
+        except MemoryError as e:  # an allocation inside the op (its outputs were checked above)
+            raise InputError(f"node '{node.name}' ({node.op.name}) ran out of memory in the reference "
+                             f"interpreter: {e}") from None
         except Exception as e:  # name the node: a bare NumPy error is useless to a user
             raise GraphError(f"node '{node.name}' ({node.op.name}) failed in the reference "
                              f"interpreter: {type(e).__name__}: {e}") from e
@@ -110,6 +116,38 @@ def run_graph(graph: Graph, feeds: dict, *, check: bool = True) -> dict[str, obj
                 _verify_result(node, out, r)
             env[id(out)] = r
     return {v.name: get(v) for v in graph.outputs}
+
+
+def check_outputs(node, args, budget: int | None = None) -> None:
+    """InputError naming the node if one of its outputs, for these argument values, would be
+    past the memory budget: checked before NumPy allocates (no MemoryError, no OOM kill). A
+    dynamic output type is re-inferred from the arguments' shapes and small values (a run-time
+    ConstantOfShape / Expand / Tile / Range shape)."""
+    types = [o.type for o in node.outputs]
+    if not all(getattr(t, "is_static", False) for t in types):
+        types = _concrete_types(node, args) or types
+    where = f"node '{node.name}' ({node.op.name})"
+    for o, t in zip(node.outputs, types):
+        if isinstance(t, dt.TensorType) and t.is_static:
+            check_alloc(where, f"output '{o.name}'", t.shape, t.dtype.itemsize, budget)
+
+
+def _concrete_types(node, args):
+    """The node's output types for concrete arguments (None when the rule cannot say)."""
+    from .graph import KNOWN_VALUE_LIMIT
+    from .ops.registry import InferContext
+
+    if not all(a is None or isinstance(a, np.ndarray) for a in args):
+        return None
+    types = [None if a is None else dt.TensorType(a.shape, v.type.dtype)
+             if isinstance(getattr(v, "type", None), dt.TensorType) else None
+             for a, v in zip(args, node.inputs)]
+    known = [a if a is not None and a.size <= KNOWN_VALUE_LIMIT else None for a in args]
+    try:
+        ctx = InferContext(node.op, node.name, types, dict(node.attrs), len(node.outputs), known)
+        return list(node.op.infer(ctx))
+    except Exception:  # noqa: BLE001 - the reference itself reports what is wrong with the inputs
+        return None
 
 
 def _verify_result(node, out, r):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import dtypes as dt
@@ -85,7 +87,7 @@ def fold_small(infer, reference):
 
 def prod_dims(dims):
     """Product of dims, or None if any is not static."""
-    return int(np.prod(dims, dtype=np.int64)) if all(isinstance(d, int) for d in dims) else None
+    return math.prod(dims) if all(isinstance(d, int) for d in dims) else None
 
 
 def mul_dim(d, k):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -43,7 +44,7 @@ def as_dtype(i: int, dtype):
 def numel(shape) -> int | None:
     if shape is None or not all(isinstance(d, int) for d in shape):
         return None
-    return int(np.prod(shape, dtype=np.int64))
+    return math.prod(shape)  # exact: NumPy's int64 product wraps past 2**63
 
 
 def unknown(rank: int | None) -> tuple | None:

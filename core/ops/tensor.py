@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import dtypes as dt
@@ -89,7 +91,7 @@ def _reshape_target(in_shape, target, allowzero):
         total = numel(in_shape)
         rest = [d for d in out if d != -1]
         if total is not None and all(isinstance(d, int) for d in rest):
-            known = int(np.prod(rest, dtype=np.int64))
+            known = math.prod(rest)
             out[out.index(-1)] = total // known if known else 0
         else:
             out[out.index(-1)] = None

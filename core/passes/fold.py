@@ -67,6 +67,8 @@ def fold_constants(graph: Graph) -> Graph:
             return None
         if node.op.name == "Identity" and any(o is v for o in graph.outputs for v in node.outputs):
             return None  # binds a graph output to its name: nothing to gain
+        if any((getattr(o.type, "nbytes", None) or 0) > MAX_FOLD_BYTES for o in node.outputs):
+            return None  # decided by the type, before the reference would try to allocate it
         values = _evaluate(node, ins)
         if values is None or len(values) < len(node.outputs):
             return None
