@@ -265,6 +265,7 @@ def cmd_run(args) -> int:
 def make_inputs(graph, seed: int = 0) -> dict:
     """Deterministic inputs for every graph input (symbolic dims become 1)."""
     from . import dtypes as dt
+    from .limits import check_alloc
 
     rng = np.random.default_rng(seed)
     feeds = {}
@@ -273,6 +274,8 @@ def make_inputs(graph, seed: int = 0) -> dict:
         if not isinstance(t, dt.TensorType):
             raise InputError(f"input '{v.name}' is a {t}; pass it with --inputs")
         shape = tuple(d if isinstance(d, int) else 1 for d in (t.shape or ()))
+        # Refused before NumPy allocates: a 64-bit draw plus the cast result per element.
+        check_alloc(f"input '{v.name}'", "a generated input", shape, 8 + t.dtype.itemsize)
         if t.dtype.is_float:
             arr = rng.standard_normal(shape).astype(t.dtype.np)
         elif t.dtype == dt.bool_:

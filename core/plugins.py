@@ -203,8 +203,12 @@ def logical_device_from_entry(entry: dict, base: Device) -> Device:
             raise GlowError(f"plugins.toml: logical device '{name}': {k} must be a positive number")
     if "memory_mb" in entry:
         mb = entry["memory_mb"]
-        if not isinstance(mb, (int, float)) or mb <= 0:
-            raise GlowError(f"plugins.toml: logical device '{name}': memory_mb must be a positive number")
+        from .limits import MAX_MEMORY_BYTES
+
+        # NaN, inf and absurd caps fail this too (int(inf) would raise OverflowError below)
+        if not isinstance(mb, (int, float)) or isinstance(mb, bool) or not 0 < mb <= MAX_MEMORY_BYTES >> 20:
+            raise GlowError(f"plugins.toml: logical device '{name}': memory_mb must be a positive number "
+                            f"(at most {MAX_MEMORY_BYTES >> 20})")
         fields["memory_bytes"] = int(mb * 2**20)
     if "ops" in entry:
         ops = entry["ops"]

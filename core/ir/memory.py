@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .instr import ACTIVATION, ALIGNMENT, IRFunction, aligned
+from ..errors import InputError
+from ..limits import ENV, check_bytes, format_bytes, memory_budget
+from .instr import ACTIVATION, ALIGNMENT, OUTPUT, IRFunction, aligned
 
 
 @dataclass(frozen=True)
@@ -70,8 +72,9 @@ def live_intervals(fn: IRFunction) -> list[Interval]:
 
 
 def live_profile(intervals, length: int) -> np.ndarray:
-    """Bytes live at each position."""
-    delta = np.zeros(length + 2, np.int64)
+    """Bytes live at each position (exact: Python ints should int64 not hold the sum)."""
+    exact = sum(iv.size for iv in intervals) >= 1 << 62
+    delta = np.zeros(length + 2, object if exact else np.int64)
     for iv in intervals:
         delta[iv.start] += iv.size
         delta[iv.end + 1] -= iv.size
@@ -90,7 +93,7 @@ def _place(iv: Interval, placed: list) -> int:
 
 
 def _by_max_live(intervals, length, prefer):
-    totals = live_profile(intervals, length).astype(np.int64)
+    totals = live_profile(intervals, length).copy()
     todo = list(intervals)
     placed = []
     while todo:
@@ -147,7 +150,11 @@ def plan_arena(intervals: list[Interval], length: int) -> tuple[dict, int, str]:
     return best
 
 
-def plan_memory(fn: IRFunction) -> MemoryPlan:
+def plan_memory(fn: IRFunction, *, budget: bool = True) -> MemoryPlan:
+    """The arena plan of `fn`; with `budget`, an InputError naming the node unless its arena plus
+    its outputs fit the memory budget (glow.limits), raised before anything is allocated."""
+    if budget:
+        _check_buffers(fn)  # each tensor first: a plan over absurd sizes is pointless
     intervals = live_intervals(fn)
     n = len(fn.instrs)
     offsets, arena, strategy = plan_arena(intervals, n)
@@ -156,7 +163,42 @@ def plan_memory(fn: IRFunction) -> MemoryPlan:
     plan = MemoryPlan(offsets, arena, bound, sum(iv.size for iv in intervals), intervals, strategy,
                       boxed=boxed)
     check_plan(plan)
+    if budget:
+        _check_total(fn, plan)
     return plan
+
+
+def _allocated(fn: IRFunction) -> list:
+    """The buffers a run allocates: activations (in the arena) and outputs."""
+    return [b for b in fn.buffers if b.kind in (ACTIVATION, OUTPUT) and not b.boxed]
+
+
+def writer_of(fn: IRFunction, buf) -> str:
+    """'node N (Op)' of the first instruction writing `buf` (its node's name), else the graph."""
+    for i in fn.instrs:
+        if any(w.root is buf for w in i.writes()):
+            return f"node '{i.name}' ({i.opname})"
+    return f"graph '{fn.name}'"
+
+
+def _check_buffers(fn: IRFunction) -> None:
+    budget = memory_budget()
+    for b in _allocated(fn):
+        if b.nbytes > budget:  # named only then: finding the writer walks the instructions
+            check_bytes(writer_of(fn, b), f"{b.kind} '{b.name}'", b.nbytes, b.type.shape, budget)
+
+
+def _check_total(fn: IRFunction, plan: MemoryPlan) -> None:
+    budget = memory_budget()
+    bufs = _allocated(fn)
+    outputs = sum(b.nbytes for b in bufs if b.kind == OUTPUT)
+    if plan.arena_bytes + outputs <= budget:
+        return
+    big = max(bufs, key=lambda b: b.nbytes)
+    raise InputError(f"{writer_of(fn, big)}: graph '{fn.name}' needs {format_bytes(plan.arena_bytes)} of "
+                     f"activations and {format_bytes(outputs)} of outputs, over the memory budget of "
+                     f"{format_bytes(budget)} (set {ENV} to change it); its largest tensor is "
+                     f"'{big.name}' ({format_bytes(big.nbytes)})")
 
 
 def check_plan(plan: MemoryPlan) -> None:

@@ -14,7 +14,6 @@ Names must be unique; a repeated one gets "#1", "#2", ... appended.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 from ..backend import Backend, Device
@@ -78,17 +77,13 @@ class DeviceBackend:
         return getattr(self._target.backend, attr)
 
 
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([KMG]i?B|B)?\s*$", re.IGNORECASE)
-_UNITS = {"b": 1, "kb": 1000, "kib": 2**10, "mb": 1000**2, "mib": 2**20, "gb": 1000**3, "gib": 2**30}
 
 
 def parse_size(text: str) -> int:
     """'40MiB' -> bytes; a bare number is MiB (as `memory_mb` in plugins.toml)."""
-    m = _SIZE.match(text)
-    if not m:
-        raise GlowError(f"bad memory size '{text}' (expected e.g. 40MiB, 512KiB, 2GiB)")
-    unit = (m.group(2) or "MiB").lower()
-    return int(float(m.group(1)) * _UNITS[unit])
+    from ..limits import parse_bytes
+
+    return parse_bytes(text, default_unit="MiB")  # exact; absurd sizes are a GlowError
 
 
 def resolve_devices(specs, native: str | None = None, registry=None) -> list[Target]:

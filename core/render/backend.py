@@ -68,7 +68,8 @@ class CStyleBackend(Backend):
         from ..ir import lower_to_ir
 
         t = time.perf_counter()
-        ir = lower_to_ir(graph)
+        ir = lower_to_ir(graph)  # refuses what is past the memory budget (InputError)
+        check_index_range(ir.fn, self.name)
         program = render_program(ir.fn, self.renderer, params)
         layout = layout_memory(ir.fn, ir.plan, program.launches)
         return Compiled(ir, program, layout, params, time.perf_counter() - t)
@@ -82,6 +83,20 @@ class CStyleBackend(Backend):
 
     def make_executable(self, graph: Graph, compiled: Compiled, device) -> Executable:  # pragma: no cover
         raise NotImplementedError
+
+
+def check_index_range(fn, backend: str) -> None:
+    """BackendError naming the node (or input) of a tensor the kernels cannot index: they use
+    32-bit ints for element indices (kernel.INT32_LIMIT), so bigger tensors are refused up front."""
+    from ..ir.memory import writer_of
+    from .kernel import INT32_LIMIT
+
+    for b in fn.buffers:
+        n = getattr(b.type, "numel", None)
+        if not b.boxed and n is not None and n > INT32_LIMIT:
+            where = f"input '{b.name}'" if b.kind == "input" else writer_of(fn, b)
+            raise BackendError(f"backend '{backend}': {where}: tensor '{b.name}' has {n} elements; its "
+                               f"kernels index with 32-bit ints (at most {INT32_LIMIT})")
 
 
 def signature(graph, feeds, values):
