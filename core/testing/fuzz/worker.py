@@ -1,0 +1,110 @@
+"""The crash-isolated runner: `python -m glow.testing.fuzz.worker [glow|ort]`.
+
+It reads requests from stdin and writes replies to its original stdout, each a length-prefixed
+pickle. A `glow` worker imports glow and never onnxruntime (importing onnxruntime loads libraries
+that can hide missing symbols in glow's generated code, finding 2 of issue 14); an `ort` worker
+runs onnxruntime for the three-way comparison. A crash or hang kills only the worker; the parent
+(runner.Worker) notices, reports it and starts a fresh one.
+
+Test hooks (never set outside tests): GLOW_FUZZ_INJECT="abort:OP", "hang:OP" or "corrupt:OP" makes
+a glow worker abort, hang, or add 1 to every float output, for a non-reference backend running a
+model containing OP.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import sys
+import time
+import traceback
+
+import numpy as np
+
+HEADER = struct.Struct("<Q")
+
+
+def send(f, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    f.write(HEADER.pack(len(data)) + data)
+    f.flush()
+
+
+def recv(f):
+    head = f.read(HEADER.size)
+    if len(head) < HEADER.size:
+        return None
+    (n,) = HEADER.unpack(head)
+    return pickle.loads(f.read(n))
+
+
+def _inject(req, model) -> str | None:
+    spec = os.environ.get("GLOW_FUZZ_INJECT", "")
+    if ":" not in spec or req["backend"] == "reference":
+        return None
+    what, op = spec.split(":", 1)
+    return what if any(n.op_type == op for n in model.graph.node) else None
+
+
+def run_glow(req) -> dict:
+    import onnx
+
+    import glow
+
+    model = onnx.load_from_string(req["model"])
+    inject = _inject(req, model)
+    if inject == "abort":
+        os.abort()
+    if inject == "hang":
+        while True:
+            time.sleep(1)
+    try:
+        exe = glow.compile(model, backend=req["backend"], native=req.get("native"))
+        res = exe.run(dict(req["feeds"]))
+        outs = {k: np.asarray(v) for k, v in res.items()}
+    except glow.GlowError as e:
+        if type(e).__name__ == "InternalError":  # glow's own "this is a glow bug" wrapper
+            return dict(status="internal", kind="InternalError", msg=str(e), tb=traceback.format_exc())
+        return dict(status="error", kind=type(e).__name__, msg=str(e))
+    except Exception as e:  # anything else escaping compile or run is a glow bug
+        return dict(status="internal", kind=type(e).__name__, msg=str(e)[:2000], tb=traceback.format_exc())
+    if inject == "corrupt":
+        outs = {k: v + 1 if v.dtype.kind == "f" else v for k, v in outs.items()}
+    return dict(status="ok", outputs=outs)
+
+
+def run_ort(req) -> dict:
+    import onnxruntime as ort
+
+    try:
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.log_severity_level = 3
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        sess = ort.InferenceSession(req["model"], so, providers=["CPUExecutionProvider"])
+        names = [o.name for o in sess.get_outputs()]
+        vals = sess.run(names, dict(req["feeds"]))
+    except Exception as e:  # onnxruntime refusing a model is a fact about onnxruntime, not glow
+        return dict(status="error", kind=type(e).__name__, msg=str(e).splitlines()[0][:500])
+    return dict(status="ok", outputs={n: np.asarray(v) for n, v in zip(names, vals)})
+
+
+def main(argv=None) -> int:
+    mode = (argv or sys.argv[1:] or ["glow"])[0]
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # whatever native code prints goes to stderr, never into the replies
+    inp = sys.stdin.buffer
+    handler = run_ort if mode == "ort" else run_glow
+    while True:
+        req = recv(inp)
+        if req is None:
+            return 0
+        reply = handler(req)
+        if mode != "ort":
+            assert "onnxruntime" not in sys.modules, "the glow worker must not import onnxruntime"
+        send(out, reply)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
