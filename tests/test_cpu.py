@@ -171,7 +171,7 @@ NARROW = ["float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "flo
 
 @pytest.mark.parametrize("fmt", NARROW)
 @pytest.mark.parametrize("saturate", [0, 1])
-def test_narrow_formats_round_trip_like_ml_dtypes(fmt, saturate):
+def test_narrow_formats_round_trip_like_the_reference(fmt, saturate):
     special = [0.0, -0.0, np.nan, np.inf, -np.inf, 448, 460, 464, 57344, 61440, 6, 7, 1e6, 0.75, 2.5, -3.5,
                2**-9, 3 * 2**-10, 1e-9, 17.5]
     x = np.concatenate([np.array(special, np.float32), rand((300,), "float32") * 40]).astype(np.float32)
@@ -442,3 +442,38 @@ def test_cli_run_on_cpu(tmp_path):
 def test_cli_backends_lists_cpu_with_its_device():
     r = subprocess.run([sys.executable, "-m", "glow.cli", "backends"], capture_output=True, text=True)
     assert r.returncode == 0 and "cpu" in r.stdout and "cpu:0" in r.stdout
+
+
+@pytest.mark.parametrize("fmt,bits,signed", [("int4", 4, True), ("uint4", 4, False), ("int2", 2, True),
+                                             ("uint2", 2, False)])
+def test_float_to_narrow_int_is_glows_rule_not_ml_dtypes(fmt, bits, signed):
+    """Out-of-range float -> int4/int2 is undefined in ONNX; glow's rule (truncate toward zero, a
+    value out of range, NaN and infinities give 0, as onnx.reference does) must not follow the
+    installed ml_dtypes version (0.5 wrapped)."""
+    import math
+
+    vals = [0.0, 1.9, -1.9, 7.5, 8.0, -8.9, -9.0, 3.99, 17.5, 200.0, -200.7, 1e6, 3e9, np.nan, np.inf, -np.inf]
+    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+
+    def rule(v):
+        return math.trunc(v) if math.isfinite(v) and lo <= math.trunc(v) <= hi else 0
+
+    x = np.array(vals, np.float32)
+    to = dt.from_name(fmt)
+    g = build(lambda b, v: b.add1("Cast", [b.add1("Cast", [v], {"to": to})], {"to": dt.float32}),
+              ("x", x.shape, "float32"))
+    want = np.array([rule(float(v)) for v in x], np.float32)
+    for backend in ("reference", "cpu"):
+        got = glow.compile(g, backend).run({"x": x})[g.output_names[0]]
+        np.testing.assert_array_equal(got, want, err_msg=backend)
+
+
+def test_float64_to_float8_rounds_once():
+    """1.0625 + 2^-40 lies just above an e4m3fn halfway point: a plain float64 -> float32 step
+    would make it the tie (rounded down to even); glow rounds once, up to 1.125."""
+    x = np.array([1.0625 + 2.0 ** -40, -1.0625 - 2.0 ** -40, 1.0625], np.float64)
+    g = build(lambda b, v: b.add1("Cast", [b.add1("Cast", [v], {"to": dt.float8e4m3fn})], {"to": dt.float32}),
+              ("x", x.shape, "float64"))
+    for backend in ("reference", "cpu"):
+        got = glow.compile(g, backend).run({"x": x})[g.output_names[0]]
+        np.testing.assert_array_equal(got, np.float32([1.125, -1.125, 1.0]), err_msg=backend)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import math
 
-import ml_dtypes
 import numpy as np
 
 from .. import dtypes as dt
+from ..narrow import FLOAT_FORMATS, INT_BITS, encode_float_array, encode_int_array
 from .registry import ELEMENTWISE, UNARY, Attr, Tier, op
 
 #: Everything Cast converts between (ONNX has no complex or 6-bit float casts).
@@ -121,12 +121,13 @@ def cast_array(x: np.ndarray, to: dt.DType, saturate: bool = True, round_mode: s
         x = _parse_strings(x, to)
     if to == dt.float8e8m0:
         return _to_e8m0(x, saturate, round_mode)
+    if to in INT_BITS:
+        return encode_int_array(x, to)
+    if to in FLOAT_FORMATS:  # glow's own rounding (glow.narrow), whatever ml_dtypes version is installed
+        return encode_float_array(x.astype(np.float64), to, saturate)
     if to.is_float and to.np not in _IEEE and x.dtype not in _IEEE:
         # ml_dtypes targets convert reliably from IEEE floats; route everything else through float64
         x = x.astype(np.float64)
-    if to in SATURATING_F8 and saturate:
-        big = float(ml_dtypes.finfo(to.np).max)
-        x = np.clip(x, -big, big)  # NaN passes through; +-Inf becomes +-max
     return x.astype(to.np)
 
 

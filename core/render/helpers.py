@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from .. import dtypes as dt
-from ..narrow import FLOAT_FORMATS, INT_BITS
+from ..narrow import FLOAT_FORMATS, INT_BITS, int_range
 from .fastmath import HELPERS as FAST_HELPERS
 
 
@@ -155,11 +155,12 @@ def narrow_cast(w, value: str, src, dtype, saturate: bool, round_mode: str = "up
     if dtype in INT_BITS:
         if not src.is_float:
             return narrow_int(dtype, f"(int)({value})")
-        lim = "2147483648.0" if r.compute(src) == "double" else "2147483648.0f"
-        fabs = r.math("fabs", r.compute(src))
-        # NaN and values outside int32 give 0 (x86's 0x80000000 has no low bits), as ml_dtypes
-        return narrow_int(dtype, f"{fabs}({value}) < {lim} ? (int)({value}) : 0")
-    if dtype == dt.float8e8m0 and src in _WIDE:
+        lo, hi = int_range(dtype)
+        t = f"{r.math('trunc', r.compute(src))}({value})"
+        # truncate toward zero; out of the format's range (NaN too) gives 0 (glow.narrow's rule)
+        return narrow_int(dtype, f"(({t}) >= {lo} && ({t}) <= {hi} ? (int)({t}) : 0)")
+    if src == dt.float64 or (dtype == dt.float8e8m0 and src in _WIDE):
+        # one rounding from the source's value: float64 rounds to odd in float32 first (glow.narrow)
         w.uses(dt.float64)
         w.need("glow_d2f_odd")
         x = f"glow_d2f_odd((double)({value}))"  # the reference decides in float64

@@ -3,6 +3,7 @@ converts on x86 (C-style float -> int), plus the narrow one-byte formats (narrow
 
 from __future__ import annotations
 
+import llvmlite.ir as ir
 from glow import dtypes as dt
 
 from ..irutil import F32, F64, I8, I32, I64
@@ -25,22 +26,55 @@ def _cast(L, args, ins, out, attrs):
     if out in narrow.INT_BITS and src not in FLOATS:
         v = L.b.zext(x, L.t(I8)) if src == dt.bool_ else x
         return narrow.truncate_int(L, v, out)
-    if out in narrow.ENCODABLE:
-        return narrow.encode(L, cast(L, x, src, dt.float32), out, bool(attrs.get("saturate", 1)))
+    if out in narrow.ENCODABLE:  # one rounding from a float64: round it to odd in float32 first
+        f32 = _to_f32_odd(L, x) if src == dt.float64 else cast(L, x, src, dt.float32)
+        return narrow.encode(L, f32, out, bool(attrs.get("saturate", 1)))
     return cast(L, x, src, out)
 
 
-def _to_f32_odd(L, x):
-    """float64 -> float32 rounding to odd, so a second rounding (to float16) is exact; LLVM's
-    direct float64 -> half conversion is a compiler-rt call that a JIT cannot resolve."""
+#: Sources whose values float32 does not hold exactly (more than 24 significant bits).
+WIDE = (dt.float64, dt.int32, dt.uint32, dt.int64, dt.uint64)
+
+
+def f32_odd(L, x, src):
+    """x (of a WIDE type) as float32 rounded to odd: exact, else the neighbour with an odd last
+    bit. Rounding that once more to a format of at most 22 significant bits (float16's 11,
+    bfloat16's 8, float8's 4) is then exact: going through a nearest-even float32 rounds twice,
+    and 1 + 2^-8 + 2^-30 would become bfloat16 1 instead of 1 + 2^-7. It also keeps LLVM off
+    double -> half, which is a compiler-rt call on CPUs without AVX512-FP16."""
     b = L.b
-    t = b.fptrunc(x, L.t(F32))
-    back = b.fpext(t, L.t(F64))
-    bits = b.bitcast(t, L.t(I32))
-    away = b.fcmp_ordered(">", L.intrinsic("fabs", [back]), L.intrinsic("fabs", [x]))
-    toward_zero = b.select(away, b.sub(bits, L.of(1, I32)), bits)
-    odd = b.bitcast(b.or_(toward_zero, L.of(1, I32)), L.t(F32))
-    return b.select(b.fcmp_unordered("==", back, x), t, odd)
+    if src == dt.float64:
+        t = b.fptrunc(x, L.t(F32))
+        back = b.fpext(t, L.t(F64))
+        bits = b.bitcast(t, L.t(I32))
+        away = b.fcmp_ordered(">", L.intrinsic("fabs", [back]), L.intrinsic("fabs", [x]))
+        toward_zero = b.select(away, b.sub(bits, L.of(1, I32)), bits)
+        odd = b.bitcast(b.or_(toward_zero, L.of(1, I32)), L.t(F32))
+        return b.select(b.fcmp_unordered("==", back, x), t, odd)
+    # an integer: keep its top 24 bits, OR-ing a sticky 1 into the last when any dropped bit is
+    # set, then scale by 2^dropped (both conversions exact)
+    it = compute_type(src)
+    w = it.width
+    neg = b.icmp_signed("<", x, L.of(0, it)) if src in SIGNED_INTS else L.of(0, ir.IntType(1))
+    v = b.select(neg, b.sub(L.of(0, it), x), x)  # |x| as unsigned (INT_MIN: 2^(w-1))
+    used = b.sub(L.of(w, it), L.intrinsic("ctlz", [v, ir.Constant(ir.IntType(1), 0)]))
+    drop = b.select(b.icmp_unsigned(">", used, L.of(24, it)), b.sub(used, L.of(24, it)), L.of(0, it))
+    kept = b.lshr(v, drop)
+    sticky = b.icmp_unsigned("!=", b.and_(v, b.sub(b.shl(L.of(1, it), drop), L.of(1, it))), L.of(0, it))
+    kept = b.or_(kept, b.zext(sticky, L.t(it)))
+    scale = b.shl(b.add(_to_i32(L, drop), L.of(127, I32)), L.of(23, I32))
+    f = b.fmul(b.sitofp(kept, L.t(F32)), b.bitcast(scale, L.t(F32)))
+    return b.select(neg, b.fneg(f), f)
+
+
+def _to_i32(L, v):
+    w = (v.type.element if isinstance(v.type, ir.VectorType) else v.type).width
+    return v if w == 32 else L.b.trunc(v, L.t(I32))
+
+
+def to_f32(L, x, src):
+    """x as float32 for a second rounding to a narrower format (bfloat16, float8)."""
+    return f32_odd(L, x, src) if src in WIDE else cast(L, x, src, dt.float32)
 
 
 def cast(L, x, src, dst):
@@ -48,6 +82,8 @@ def cast(L, x, src, dst):
     ts, td = compute_type(src), compute_type(dst)
     if src == dst:
         return x
+    if dst == dt.bfloat16 and src in WIDE:  # computed in float32: rounded to bfloat16 after
+        return f32_odd(L, x, src)
     if dst == dt.bool_:
         if _is_float(src):
             return b.fcmp_unordered("!=", x, L.of(0.0, ts))
@@ -59,7 +95,7 @@ def cast(L, x, src, dst):
             return x
         wider = {HALF: 1, F32: 2, F64: 3}
         if ts == F64 and td == HALF:
-            return b.fptrunc(_to_f32_odd(L, x), L.t(HALF))
+            return b.fptrunc(f32_odd(L, x, src), L.t(HALF))
         return (b.fpext if wider[td] > wider[ts] else b.fptrunc)(x, L.t(td))
     if _is_float(src):  # float -> int: through a C-style conversion, as NumPy does on x86
         if dst == dt.uint64 and ts == HALF:

@@ -7,8 +7,8 @@ e5m2, e5m2fnuz, e8m0), float4e2m1, int4/uint4/int2/uint2 (ml_dtypes' layouts).
   the format's smallest normal exponent), code = (e' + bias - 1) * 2^M + roundeven(|x| * 2^(M - e')):
   the scalings are exact, and a mantissa that rounds up carries into the exponent by itself.
   Codes past the largest finite one overflow the way ml_dtypes does (inf, NaN or saturation).
-* encode an integer format: truncate like a C cast and keep the low bits (NaN and values out of
-  int32's range give 0, as on x86).
+* encode an integer format from a float: truncate toward zero, and a value out of the format's
+  range (NaN too) gives 0; integer sources keep their low bits (glow.narrow's rule).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import llvmlite.ir as ir
 import numpy as np
 from glow import dtypes as dt
-from glow.narrow import FLOAT_FORMATS, INT_BITS, SATURATING
+from glow.narrow import FLOAT_FORMATS, INT_BITS, SATURATING, int_range
 
 from ..irutil import F32, I8, I32
 
@@ -94,9 +94,12 @@ def encode(L, x, d, saturate: bool):
 
 
 def _encode_int(L, x, d):
+    """Truncate toward zero; a value outside d's range (NaN too) gives 0 (glow.narrow's rule)."""
     b = L.b
-    ok = b.fcmp_ordered("<", L.intrinsic("fabs", [x]), L.of(2.0 ** 31, F32))
-    v = b.select(ok, b.fptosi(x, L.t(I32)), L.of(0, I32))
+    lo, hi = int_range(d)
+    t = L.intrinsic("trunc", [x])
+    ok = b.and_(b.fcmp_ordered(">=", t, L.of(float(lo), F32)), b.fcmp_ordered("<=", t, L.of(float(hi), F32)))
+    v = b.select(ok, b.fptosi(t, L.t(I32)), L.of(0, I32))
     return truncate_int(L, v, d)
 
 
