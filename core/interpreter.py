@@ -99,8 +99,10 @@ def run_graph(graph: Graph, feeds: dict, *, check: bool = True) -> dict[str, obj
         check_outputs(node, args, budget)
         try:
             result = node.op.reference(*args, **attrs)
-        except (GraphError, InputError):
+        except GraphError:
             raise
+        except InputError as e:  # bad data met inside a node (an out-of-range index): name the node
+            raise InputError(f"node '{node.name}' ({node.op.name}): {e}") from None
         except MemoryError as e:  # an allocation inside the op (its outputs were checked above)
             raise InputError(f"node '{node.name}' ({node.op.name}) ran out of memory in the reference "
                              f"interpreter: {e}") from None

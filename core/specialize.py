@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as dt
+from .errors import GraphError, InputError
 from .graph import Graph
 from .rewrite import Rebuilder, copy_node
 
@@ -58,10 +59,12 @@ def specialize(graph: Graph, feeds: dict, values: bool = False) -> tuple[Graph, 
     rb = Rebuilder(graph.name)
     mapping = {}
     remaining = {}
+    fed: set[int] = set()  # values computed from input values made constants
     for v in graph.inputs:
         a = feeds[v.name]
         if values and isinstance(a, np.ndarray) and _value_input(dt.type_of(a)):
             mapping[id(v)] = rb.constant(a, name=v.name)
+            fed.add(id(mapping[id(v)]))
         elif isinstance(a, np.ndarray):
             mapping[id(v)] = rb.input(v.name, dt.TensorType(a.shape, v.type.dtype))
             remaining[v.name] = a
@@ -77,7 +80,16 @@ def specialize(graph: Graph, feeds: dict, values: bool = False) -> tuple[Graph, 
         return None if v is None else v if v.is_constant else mapping[id(v)]
 
     for n in graph.nodes:
-        outs = copy_node(rb, n, [m(v) for v in n.inputs], [m(v) for v in n.captures])
+        ins = [m(v) for v in n.inputs]
+        from_feeds = any(v is not None and id(v) in fed for v in ins)
+        try:
+            outs = copy_node(rb, n, ins, [m(v) for v in n.captures])
+        except GraphError as e:  # e.g. an index out of range: the input values' fault
+            if not from_feeds:
+                raise
+            raise InputError(str(e)) from None
+        if from_feeds:
+            fed.update(id(o) for o in outs)
         for old, new in zip(n.outputs, outs):
             mapping[id(old)] = new
     outputs = []

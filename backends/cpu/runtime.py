@@ -28,6 +28,7 @@ from glow.ir import build_ir, plan_memory
 from glow.ir.instr import ALIGNMENT
 
 from . import codegen, jit
+from .kernels.index import check_index_errors
 from .pool import ThreadChoice, get_pool
 
 #: Specialised programs kept per executable (one per input signature).
@@ -98,6 +99,7 @@ class NativeProgram:
                             solo=solo)
             if self.pool.n > 1:
                 self.choice.record(solo, time.perf_counter() - t0)
+            check_index_errors(self)  # a bad index a kernel met: InputError naming the node
         return {name: out for (name, _, _), out in zip(self.outputs, outs)}
 
     def _prepare(self, arrays, solo: bool):

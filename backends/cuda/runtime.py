@@ -21,6 +21,7 @@ import threading
 import numpy as np
 from glow import Executable
 from glow.render import DeviceParams
+from glow.render.indexing import IndexRecord
 from glow.render.layout import launch_offsets
 
 
@@ -89,6 +90,7 @@ class CudaExecutable(Executable):
             # The zero fill and the weight upload ran on the legacy default stream, which a
             # non-blocking stream does not wait for: finish them before the first launch.
             cp.cuda.runtime.deviceSynchronize()
+        self.index_record = IndexRecord(compiled.program, layout)  # bad indices kernels met
         self._lock = threading.Lock()
 
     def _run(self, feeds):
@@ -108,7 +110,14 @@ class CudaExecutable(Executable):
                     raw = self.mem[off:off + a.nbytes].get(stream=self.stream)
                     a.reshape(-1).view(np.uint8)[:] = raw
                 outs[name] = a
+            at = self.index_record.offset
+            rec = None if at is None else self.mem[at:at + 32].get(stream=self.stream)
             self.stream.synchronize()
+            err = None if rec is None else self.index_record.error(rec.view(np.int64))
+            if err is not None:  # clear the record for the next run, then name the bad index
+                self.mem[at:at + 32].fill(0)
+                self.stream.synchronize()
+                raise err
         return outs
 
 

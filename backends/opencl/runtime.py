@@ -17,6 +17,7 @@ import time
 import numpy as np
 from glow import Executable
 from glow.render import DeviceParams
+from glow.render.indexing import IndexRecord
 from glow.render.layout import launch_offsets
 
 
@@ -76,6 +77,7 @@ class ClExecutable(Executable):
             kern = cl.Kernel(prg, k.name)
             kern.set_args(self.mem, *[np.uint64(o) for o in launch_offsets(k, layout)])
             self.launches.append((kern, *k.launch))
+        self.index_record = IndexRecord(compiled.program, layout)  # bad indices kernels met
         self._lock = threading.Lock()
 
     def _run(self, feeds):
@@ -96,7 +98,14 @@ class ClExecutable(Executable):
                 if off is not None:
                     cl.enqueue_copy(q, a, self.mem, src_offset=off, is_blocking=False)
                 outs[name] = a
+            rec, at = np.zeros(4, np.int64), self.index_record.offset
+            if at is not None:
+                cl.enqueue_copy(q, rec, self.mem, src_offset=at, is_blocking=False)
             q.finish()
+            err = self.index_record.error(rec)
+            if err is not None:  # clear the record for the next run, then name the bad index
+                cl.enqueue_copy(q, self.mem, np.zeros(4, np.int64), dst_offset=at, is_blocking=True)
+                raise err
         return outs
 
 

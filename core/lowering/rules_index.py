@@ -4,6 +4,10 @@ CumSum/CumProd are log-step scans; the scatters (ScatterElements, ScatterND, Ten
 for every target, its source update by comparing target positions with the index tensor; TopK
 ranks each entry by counting the entries that beat it.
 
+Data indices keep ONNX's range check through lowering: each index column goes through a floor
+Gather from a small table (`_checked`), which wraps negatives and makes an out-of-range index a
+run-time error naming this node, the index and the bound on every backend.
+
 Not lowered (no rule): Compress, NonZero and Unique have data-dependent output shapes.
 
 Scatters with indices known at compile time are matched in NumPy and cost one Gather and Where
@@ -47,6 +51,44 @@ def _wrap_negative(rb, idx, dims):
     return rb.emit1("Where", [neg, rb.emit1("Add", [idx, dims]), idx])
 
 
+#: Largest axis checked through a table (8 bytes an entry); past it, see `_checked`.
+TABLE_LIMIT = 1 << 20
+#: What a bad index becomes on an axis too long for a table: so negative that sums of a few such
+#: terms plus any real offset stay below -(any tensor's size), which the final Gather rejects.
+POISON = -(1 << 56)
+
+
+def _checked(rb, idx, d, scale=1, poison=True):
+    """`idx` (int32 or int64) wrapped once (negatives count from the back) and times `scale`, as
+    int64, with the range check ONNX asks for: a floor Gather from the table arange(d) * scale,
+    so an index outside [-d, d) is that Gather's run-time error on every backend, reporting this
+    node, the index and d. (Lowering to flat offsets must not lose the check: a bad index on one
+    axis would otherwise read another row.) An axis too long for a table gets POISON instead,
+    which the Gather consuming the offsets rejects; a scatter has no such Gather (`poison=False`:
+    None, no lowering)."""
+    if d <= TABLE_LIMIT:
+        return rb.emit1("Gather", [_i64(rb, np.arange(d, dtype=np.int64) * scale), idx], {"axis": 0})
+    if not poison:
+        return None
+    w = _wrap_negative(rb, _as_int64(rb, idx), d)
+    ok = rb.emit1("And", [rb.emit1("Not", [rb.emit1("Less", [w, _i64(rb, 0)])]),
+                          rb.emit1("Less", [w, _i64(rb, d)])])
+    return rb.emit1("Where", [ok, rb.emit1("Mul", [w, _i64(rb, scale)]), _i64(rb, POISON)])
+
+
+def _linear(rb, idx, dims, strides, poison=True):
+    """sum over c of checked idx[..., c] * strides[c]: the row of each index tuple of `idx`."""
+    last = len(idx.type.shape) - 1
+    lin = None
+    for c, (d, st) in enumerate(zip(dims, strides)):
+        col = rb.emit1("Gather", [idx, _i64(rb, c)], {"axis": last})
+        term = _checked(rb, col, d, st, poison)
+        if term is None:
+            return None
+        lin = term if lin is None else rb.emit1("Add", [lin, term])
+    return lin
+
+
 def _strides(shape):
     return [int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape))]
 
@@ -82,8 +124,7 @@ def lower_gather_elements(rb, node, ins):
     rank = len(ds)
     axis = norm_axis(node.attrs["axis"], rank)
     strides = _strides(ds)
-    flat = _wrap_negative(rb, _as_int64(rb, idx), ds[axis])
-    flat = rb.emit1("Mul", [flat, _i64(rb, strides[axis])])
+    flat = _checked(rb, idx, ds[axis], strides[axis])
     for d in range(rank):
         if d != axis and shape[d] > 1:
             flat = rb.emit1("Add", [flat, _iota_on_axis(rb, shape[d], d, rank, strides[d])])
@@ -102,9 +143,7 @@ def lower_gather_nd(rb, node, ins):
     indexed, tail = ds[b:b + k], list(ds[b + k:])
     rows = int(np.prod(indexed, dtype=np.int64))
     if k:
-        i64 = _wrap_negative(rb, _as_int64(rb, idx), list(indexed))
-        lin = rb.emit1("Mul", [i64, _i64(rb, _strides(indexed))])
-        lin = rb.emit1("ReduceSum", [lin, _i64(rb, [-1])], {"keepdims": 0})
+        lin = _linear(rb, idx, indexed, _strides(indexed))
     else:  # empty index tuples select the whole of data[batch]
         lin = rb.emit1("Expand", [_i64(rb, 0), ints(rb, shape[:-1])])
     if b:
@@ -341,7 +380,10 @@ def _lower_scatter_elements(rb, node, ins):
     if known is not None:
         lin = np.transpose(known, perm).reshape(cols, shape[a])
     else:
-        lin = columns(_wrap_negative(rb, _as_int64(rb, idx), ds[a]), shape[a], [])
+        lin = _checked(rb, idx, ds[a], poison=False)
+        if lin is None:
+            return None
+        lin = columns(lin, shape[a], [])
     res = _scatter_rows(rb, node, columns(sub, ds[a], [1]), lin, columns(upd, shape[a], [1]),
                         node.attrs.get("reduction", "none"))
     if res is None:
@@ -377,9 +419,10 @@ def lower_scatter_nd(rb, node, ins):
     if known is not None:
         lin = (known * np.asarray(_strides(ds[:k]), np.int64)).sum(-1).reshape(1, n)
     elif k:
-        i64 = _wrap_negative(rb, _as_int64(rb, idx), list(ds[:k]))
-        lin = rb.emit1("Mul", [i64, _i64(rb, _strides(ds[:k]))])
-        lin = reshape_to(rb, rb.emit1("ReduceSum", [lin, _i64(rb, [-1])], {"keepdims": 0}), [1, n])
+        lin = _linear(rb, idx, list(ds[:k]), _strides(ds[:k]), poison=False)
+        if lin is None:
+            return None
+        lin = reshape_to(rb, lin, [1, n])
     else:  # every update replaces (or folds into) the whole tensor
         lin = _i64(rb, np.zeros((1, n)))
     res = _scatter_rows(rb, node, reshape_to(rb, data, [1, rows, width]), lin,

@@ -8,21 +8,74 @@ References check index ranges and fail naming the bad index rather than wrapping
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 from .. import dtypes as dt
+from ..errors import InputError
 from ._movement_util import I64, IND, STD, fold_small, merge_dim, scalar_of
 from ._shape import ints, numel
 from .registry import MOVEMENT, Attr, Tier, op
 
 
-def _norm_index(idx, dim, what="index"):
-    """Negative indices count from the back; anything outside [-dim, dim) is an error."""
+def index_message(index: int, bound: int, negative: bool = True) -> str:
+    """The one wording of an out-of-range index, shared by the reference and the native backends
+    (which record the first bad index of a run and raise after it)."""
+    if bound <= 0:
+        return f"index {index} is out of range: the indexed dim is empty"
+    valid = f"[{-bound}, {bound - 1}]" if negative else f"[0, {bound - 1}]"
+    return f"index {index} is out of range for a dim of {bound} (valid: {valid})"
+
+
+#: Kinds in a native error record: negative indices wrap once / must be non-negative.
+WRAPS, NON_NEGATIVE = 1, 2
+
+
+def recorded_index_error(record, sites: dict) -> InputError | None:
+    """The InputError for a native backend's error record [kind, site, index, bound] (None when
+    the run met no bad index). `sites` maps a site id to the node's description."""
+    kind, site, index, bound = (int(v) for v in record[:4])
+    if kind == 0:
+        return None
+    where = sites.get(site, f"an indexing node (site {site})")
+    return InputError(f"{where}: {index_message(index, bound, kind == WRAPS)}")
+
+
+def site_id(name: str) -> int:
+    """A node's id in native error records: a hash of its (unique) instruction name, so kernels
+    need no numbering pass and the runtime maps it back from the names it has."""
+    return zlib.crc32(name.encode()) & 0x7FFFFFFF
+
+
+def _norm_index(idx, dim):
+    """Negative indices count from the back; anything outside [-dim, dim) is bad input (ONNX
+    makes it an error): an InputError, which the interpreter prefixes with the node's name."""
     idx = np.asarray(idx).astype(np.int64)
     bad = (idx < -dim) | (idx >= dim)
     if bad.any():
-        raise IndexError(f"{what} {int(idx[bad].reshape(-1)[0])} out of range for a dim of {dim}")
+        raise InputError(index_message(int(idx[bad].reshape(-1)[0]), dim))
     return np.where(idx < 0, idx + dim, idx)
+
+
+def _check_known(ctx, i, dims):
+    """A constant index tensor (input `i`) out of range is a compile-time GraphError naming the
+    node. `dims`: the bound of every entry (an int) or one bound per entry of the last axis;
+    unknown (symbolic) bounds are skipped."""
+    v = ctx.value(i)
+    if v is None or np.asarray(v).dtype.kind not in "iu" or np.asarray(v).size == 0:
+        return
+    v = np.asarray(v).astype(np.int64)
+    cols = [dims] if not isinstance(dims, (list, tuple)) else list(dims)
+    if isinstance(dims, (list, tuple)) and (v.ndim == 0 or v.shape[-1] != len(cols)):
+        return
+    for c, d in enumerate(cols):
+        if not isinstance(d, int):
+            continue
+        col = v if not isinstance(dims, (list, tuple)) else v[..., c]
+        bad = (col < -d) | (col >= d)
+        if bad.any():
+            raise ctx.error(f"constant indices: {index_message(int(col[bad].reshape(-1)[0]), d)}")
 
 
 def _merge_shapes(ctx, a, b, what):
@@ -44,6 +97,7 @@ def _gather_infer(ctx):
     if data is None or idx is None:
         return [dt.TensorType(None, ctx.dtype(0))]
     axis = ctx.axis(ctx.attrs["axis"], len(data))
+    _check_known(ctx, 1, data[axis])
     return [dt.TensorType(data[:axis] + idx + data[axis + 1:], ctx.dtype(0))]
 
 
@@ -67,7 +121,9 @@ def _gather_elements_infer(ctx):
     rank = len(data) if data is not None else len(idx) if idx is not None else None
     if rank == 0:
         raise ctx.error("expects inputs of rank >= 1")
-    ctx.axis(ctx.attrs["axis"], rank)
+    axis = ctx.axis(ctx.attrs["axis"], rank)
+    if data is not None:
+        _check_known(ctx, 1, data[axis])
     return [dt.TensorType(idx if idx is not None else (None,) * rank if rank else None, ctx.dtype(0))]
 
 
@@ -95,6 +151,7 @@ def _gather_nd_infer(ctx):
     if k > len(data) - b:
         raise ctx.error(f"index tuples of length {k} are too long for data rank {len(data)} with "
                         f"{b} batch dims")
+    _check_known(ctx, 1, list(data[b:b + k]))
     batch = tuple(merge_dim(ctx, x, y, "batch dims") for x, y in zip(data[:b], idx[:b]))
     return [dt.TensorType(batch + idx[b:-1] + data[b + k:], ctx.dtype(0))]
 
@@ -138,7 +195,7 @@ def _scatter_elements_infer(ctx):
     if data is not None:
         if len(data) == 0:
             raise ctx.error("expects inputs of rank >= 1")
-        ctx.axis(ctx.attrs["axis"], len(data))
+        _check_known(ctx, 1, data[ctx.axis(ctx.attrs["axis"], len(data))])
     return [ctx.input(0)]
 
 
@@ -185,6 +242,7 @@ def _scatter_nd_infer(ctx):
         k = idx[-1]
         if k > len(data):
             raise ctx.error(f"index tuples of length {k} are too long for data rank {len(data)}")
+        _check_known(ctx, 1, list(data[:k]))
         _merge_shapes(ctx, upd, idx[:-1] + data[k:], "updates shape vs indices/data")
     return [ctx.input(0)]
 
@@ -257,7 +315,7 @@ def _tensor_scatter_ref(past_cache, update, write_indices=None, mode="linear", a
         if mode == "circular":
             pos %= size
         elif seq and (start < 0 or pos[-1] >= size):
-            raise IndexError(f"batch {b}: writing {seq} entries at {start} overruns a cache of {size}")
+            raise InputError(f"batch {b}: writing {seq} entries at {start} overruns a cache of {size}")
         view[b, pos] = upd[b]
     return out
 
@@ -520,7 +578,7 @@ def _revseq_ref(x, sequence_lens, batch_axis=1, time_axis=0):
     t_after = time_axis - (1 if time_axis > batch_axis else 0)  # time axis once batch is indexed
     for i, n in enumerate(ints(sequence_lens)):
         if not 0 <= n <= x.shape[time_axis]:
-            raise ValueError(f"sequence_lens[{i}] = {n} outside [0, {x.shape[time_axis]}]")
+            raise InputError(f"sequence_lens[{i}] = {n} outside [0, {x.shape[time_axis]}]")
         sel = [slice(None)] * x.ndim
         sel[batch_axis], sel[time_axis] = i, slice(0, n)
         out[tuple(sel)] = np.flip(x[tuple(sel)], t_after)

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
+from ..errors import InputError
 from ._shape import ints
 from .conv import compute_dtype, out_extents, pad_for_windows, window_attrs, window_views
 from .registry import POOL, Attr, Tier, op
@@ -261,8 +262,12 @@ def _maxunpool_ref(x, i, output_shape=None, *, kernel_shape, pads, strides):
                                              dict(kernel_shape=kernel_shape, pads=pads, strides=strides))
     y = np.zeros(math.prod(shape), x.dtype)
     flat = i.reshape(-1)
-    if flat.size and (flat.min() < 0 or flat.max() >= y.size):
-        raise ValueError(f"an index is outside the unpooled shape {shape}")
+    bad = (flat < 0) | (flat >= y.size)
+    if bad.any():  # bad input, worded as every backend words it (glow.ops.index)
+        from .index import index_message
+
+        raise InputError(f"{index_message(int(flat[bad][0]), y.size, negative=False)} "
+                         f"(flat positions in the unpooled shape {shape})")
     y[flat] = x.reshape(-1)
     y = y.reshape(shape)
     if output_shape is None:

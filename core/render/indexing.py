@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 
 def strides(shape) -> list[int]:
     out, acc = [], 1
@@ -77,3 +79,58 @@ def offset(coordinates, shape) -> str:
             continue
         terms.append(c if s == 1 else f"{c} * {s}")
     return " + ".join(terms) or "0"
+
+
+# -- index checks ----------------------------------------------------------------------------------
+# A kernel cannot raise: one that meets an out-of-range data index records the first one of the
+# run in the program's error record, an int64[4] (kind, site, index, bound; see glow.ops.index)
+# placed with the weights, skips the access and goes on. The runtime reads the record after the
+# run (`IndexRecord.error`) and raises the InputError naming the node, the index and the bound.
+
+RECORD = "@index_errors"  # the record's buffer name ('@' is in no ONNX value name we make)
+_RECORD_KEY = ("index_errors",)
+#: first-writer-wins on the record's kind, per dialect (32-bit, the widest every device has)
+_CAS = {"opencl": "atomic_cmpxchg((volatile global int*)({p}), 0, {v})",
+        "cuda": "atomicCAS((int*)({p}), 0, {v})"}
+
+
+def record_bad_index(w, index: str, bound: int, negative: bool = True) -> None:
+    """Emit: record `index` (a C expression) as out of range for `bound` unless this run
+    recorded one already. `negative`: whether [-bound, -1] was valid (it wraps)."""
+    from .. import dtypes as dt
+    from ..ir.instr import WEIGHT, Buffer
+    from ..ops.index import NON_NEGATIVE, WRAPS, site_id
+
+    buf = w.derived.get(_RECORD_KEY)
+    if buf is None:
+        buf = w.derived[_RECORD_KEY] = Buffer(RECORD, dt.TensorType((4,), dt.int64), WEIGHT,
+                                              np.zeros(4, np.int64))
+    p = w.arg(buf, out=True)
+    kind = WRAPS if negative else NON_NEGATIVE
+    cas = _CAS.get(w.r.name)
+    # a dialect without a known atomic: a plain test-and-set (racing writers may mix fields)
+    first = cas.format(p=p, v=kind) + " == 0" if cas else f"{p}[0] == 0 && ({p}[0] = {kind}, 1)"
+    w.open(f"if ({first})")
+    w.line(f"{p}[1] = {site_id(w.instr.name)}; {p}[2] = {index}; {p}[3] = {bound};")
+    w.close()
+
+
+class IndexRecord:
+    """Where a rendered program keeps its error record, and the nodes its site ids stand for;
+    `offset` is None when no kernel checks indices."""
+
+    def __init__(self, program, layout):
+        from ..ops.index import site_id
+
+        self.offset, self.sites = None, {}
+        for k in program.launches:
+            buf = next((o.root for o in k.operands if o.root.name == RECORD), None)
+            if buf is not None and k.instr is not None:
+                self.offset = layout.offsets[id(buf)]
+                self.sites[site_id(k.instr.name)] = f"node '{k.instr.name}' ({k.instr.opname})"
+
+    def error(self, record):
+        """The InputError for the record read back after a run (None: no bad index)."""
+        from ..ops.index import recorded_index_error
+
+        return recorded_index_error(np.asarray(record).reshape(-1), self.sites)

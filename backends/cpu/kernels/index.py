@@ -1,15 +1,21 @@
 """Gather: out[a, i, b] = data[a, indices[i], b] (axis split into outer A, the indices, inner B).
 
 Indices are data, so they are checked in the generated code: a negative index counts from the
-back (as ONNX says) and anything still out of range is clamped into [0, dim - 1]. The reference
-raises on such an index; the native code never reads outside `data`, whatever the input.
-The inner block B is contiguous in both tensors: a vector copy.
+back (as ONNX says) and anything still out of range is an error, as in the reference. A kernel
+cannot raise, so it records the first bad index of a run in the module's error record
+(`record_bad_index`), skips that access (zeros in its place: nothing outside `data` is read) and
+goes on; the runtime reads the record after the run and raises the InputError
+(`check_index_errors`). The inner block B is contiguous in both tensors: a vector copy.
 """
 
 from __future__ import annotations
 
+import ctypes
+
+import llvmlite.ir as ir
 import numpy as np
 from glow import dtypes as dt
+from glow.ops.index import NON_NEGATIVE, WRAPS, recorded_index_error, site_id
 
 from ..codegen import cpu_kernel
 from ..irutil import I64, PTR
@@ -17,6 +23,48 @@ from .elementwise import Access, call_split, emit_strided, strides_of
 from .ewops import Lanes, lanes_loop, storage_dtype
 
 PARALLEL_MIN = 1 << 15
+
+#: The module's error record, int64[4]: kind (0: no error; WRAPS / NON_NEGATIVE), site (the
+#: instruction's site_id), the bad index, the bound. One per module, i.e. per compiled program,
+#: whose runs are serialised.
+ERRORS = "glow_index_errors"
+
+
+def record_bad_index(kb, site, kind: int, index, bound):
+    """Emit: if no bad index was recorded in this run yet, record (kind, site, index, bound).
+    Threads may meet bad indices at once: a compare-and-swap on the kind picks one writer."""
+    try:
+        rec = kb.module.get_global(ERRORS)
+    except KeyError:
+        rec = ir.GlobalVariable(kb.module, ir.ArrayType(I64, 4), ERRORS)
+        rec.initializer = ir.Constant(ir.ArrayType(I64, 4), None)
+        rec.align = 8  # external linkage: the runtime finds it by name, also in cached objects
+    b = kb.b
+
+    def slot(k):
+        return b.gep(rec, [kb.i64(0), kb.i64(k)], inbounds=True)
+
+    won = b.extract_value(b.cmpxchg(slot(0), kb.i64(0), kb.i64(kind), "monotonic", "monotonic"), 1)
+    with b.if_then(won):
+        for k, v in ((1, site), (2, index), (3, bound)):
+            b.store(kb.i64(v) if isinstance(v, int) else v, slot(k), align=8)
+
+
+def check_index_errors(program) -> None:
+    """After a run of a NativeProgram: raise the InputError its kernels recorded, if any (and
+    clear the record for the next run). One 8-byte read when nothing went wrong."""
+    addr = getattr(program, "_index_errors", None)
+    if addr is None:
+        addr = program._index_errors = program.module.engine.get_global_value_address(ERRORS)
+    if not addr:
+        return  # no indexing kernel in this program
+    rec = (ctypes.c_int64 * 4).from_address(addr)
+    if rec[0] == 0:
+        return
+    sites = {site_id(i.name): f"node '{i.name}' ({i.opname})" for i in program.fn.instrs}
+    err = recorded_index_error(list(rec), sites)
+    ctypes.memset(addr, 0, 4 * 8)
+    raise err
 
 
 def _gather_supported(node) -> bool:
@@ -34,8 +82,8 @@ def emit_gather(cg, instr):
     B = int(np.prod(shape[axis + 1:], dtype=np.int64))
     n_idx = int(np.prod(idx.type.shape, dtype=np.int64))
     mover = storage_dtype(data.type.dtype)
-    kb = cg.function("Gather", [PTR, PTR, PTR, I64, I64])
-    x, ind, y, tid, nth = kb.args
+    kb = cg.function("Gather", [PTR, PTR, PTR, I64, I64, I64])
+    x, ind, y, site, tid, nth = kb.args
     b = kb.b
     S = Lanes(kb, 1)
     rows = A * n_idx
@@ -45,17 +93,21 @@ def emit_gather(cg, instr):
         a, i = b.sdiv(row, kb.i64(n_idx)), b.srem(row, kb.i64(n_idx))
         k = S.load(ind, i, idx.type.dtype, False)
         k = b.sext(k, I64) if k.type != I64 else k
+        raw = k
         k = b.select(b.icmp_signed("<", k, kb.i64(0)), b.add(k, kb.i64(D)), k)
-        k = b.select(b.icmp_signed("<", k, kb.i64(0)), kb.i64(0), k)
-        k = b.select(b.icmp_signed(">", k, kb.i64(D - 1)), kb.i64(D - 1), k)
-        src = b.mul(b.add(b.mul(a, kb.i64(D)), k), kb.i64(B))
         dst = b.mul(row, kb.i64(B))
-        lanes_loop(kb, 0, B, lambda L, j: L.store(L.load(x, b.add(src, j), mover, False), y,
-                                                  b.add(dst, j), mover))
+        # one unsigned compare: a still-negative k is huge
+        with b.if_else(b.icmp_unsigned("<", k, kb.i64(D)), likely=True) as (ok, bad):
+            with ok:
+                src = b.mul(b.add(b.mul(a, kb.i64(D)), k), kb.i64(B))
+                lanes_loop(kb, 0, B, lambda L, j: L.store(L.load(x, b.add(src, j), mover, False), y,
+                                                          b.add(dst, j), mover))
+            with bad:
+                record_bad_index(kb, site, WRAPS, raw, D)
+                lanes_loop(kb, 0, B, lambda L, j: L.store(L.const(mover, 0), y, b.add(dst, j), mover))
     kb.finish()
-    if D == 0:
-        return  # an empty axis with a non-empty output cannot be indexed; shape rules forbid it
-    call_split(cg, kb.fn, [cg.ptr(data), cg.ptr(idx), cg.ptr(out)], rows * B < PARALLEL_MIN)
+    args = [cg.ptr(data), cg.ptr(idx), cg.ptr(out), kb.i64(site_id(instr.name))]
+    call_split(cg, kb.fn, args, rows * B < PARALLEL_MIN)
 
 
 __all__ = ["emit_gather"]
@@ -75,14 +127,15 @@ def _unpooled_shape(x_shape, attrs) -> list[int]:
                                                                                 dt.float16))
 def emit_max_unpool(cg, instr):
     """out = 0, then out[I[k]] = X[k]; I indexes the unpooled shape (output_shape, when given, crops
-    or pads it at the end of each axis, as the reference does). Indices outside are dropped."""
+    or pads it at the end of each axis, as the reference does: a cropped position is dropped). An
+    index outside the unpooled shape is an error (recorded, as in Gather)."""
     x, idx, out = instr.inputs[0], instr.inputs[1], instr.outputs[0]
     shape, want = _unpooled_shape(x.type.shape, instr.attrs), list(out.type.shape)
     d = out.type.dtype
     emit_strided(cg, "MaxUnpool.zero", tuple(want), [Access(out, strides_of(want))],
                  lambda lanes, vals: lanes.const(d, 0))
-    kb = cg.function("MaxUnpool", [PTR, PTR, PTR])
-    px, pi, py = kb.args
+    kb = cg.function("MaxUnpool", [PTR, PTR, PTR, I64])
+    px, pi, py, site = kb.args
     b = kb.b
     S = Lanes(kb, 1)
     n = int(np.prod(x.type.shape, dtype=np.int64))
@@ -90,7 +143,9 @@ def emit_max_unpool(cg, instr):
     wst = strides_of(want)
     with kb.loop(0, n, name="k") as k:
         f = S.load(pi, k, idx.type.dtype, False)
-        inside = b.and_(b.icmp_signed(">=", f, kb.i64(0)), b.icmp_signed("<", f, kb.i64(size)))
+        inside = b.icmp_unsigned("<", f, kb.i64(size))  # negative: huge
+        with b.if_then(b.not_(inside), likely=False):
+            record_bad_index(kb, site, NON_NEGATIVE, f, size)
         off, rest = kb.i64(0), f
         for dim in reversed(range(len(shape))):
             c = b.srem(rest, kb.i64(shape[dim]))
@@ -100,4 +155,4 @@ def emit_max_unpool(cg, instr):
         with b.if_then(inside):
             S.store(S.load(px, k, d, False), py, off, d)
     kb.finish()
-    cg.call(kb.fn, [cg.ptr(x), cg.ptr(idx), cg.ptr(out)], single=True)
+    cg.call(kb.fn, [cg.ptr(x), cg.ptr(idx), cg.ptr(out), kb.i64(site_id(instr.name))], single=True)

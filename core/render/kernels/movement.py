@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import dtypes as dt
 from ..cstyle import NARROW_TYPES
-from ..indexing import broadcast_index, coords, offset, strides
+from ..indexing import broadcast_index, coords, offset, record_bad_index, strides
 from ..registry import kernel_rule
 from .elementwise import render_copy
 
@@ -205,14 +206,19 @@ def render_gather(w, instr, params):
     pi = w.arg(ind)
     w.line(f"const int outer = {i} / {ni * inner};")
     w.line(f"const int j = ({i} / {inner}) % {ni};")
-    w.line(f"int k = (int){pi}[j];")
-    # A negative index counts from the end; anything still outside is clamped (never read out
-    # of bounds: the reference raises there, a kernel cannot).
-    w.line(f"k = k < 0 ? k + {d} : k;")
-    w.line(f"k = k < 0 ? 0 : k >= {d} ? {d - 1} : k;")
+    ll = w.r.storage(dt.int64)  # int64 indices stay 64-bit: 2**32 + 1 is not 1
+    w.line(f"{ll} k = {pi}[j];")
+    # A negative index counts from the end; anything still outside is an error: recorded for
+    # the runtime to raise (a kernel cannot), and the element skipped (never read out of bounds).
+    w.line(f"if (k < 0) k += {d};")
+    w.open(f"if (k < 0 || k >= {d})")
+    record_bad_index(w, f"{pi}[j]", d)
+    w.line(f"{y}[{i}] = 0;")
+    w.line("return;")
+    w.close()
     p = w.arg(x)
     r = f" + {i} % {inner}" if inner > 1 else ""
-    w.line(f"{y}[{i}] = {p}[(outer * {d} + k) * {inner}{r}];")
+    w.line(f"{y}[{i}] = {p}[(({ll})outer * {d} + k) * {inner}{r}];")
 
 
 # -- Constant ---------------------------------------------------------------------------------------

@@ -4,15 +4,16 @@ One work-group: its work-items zero the output together, meet at a barrier over 
 then one work-item scatters in input order, so a repeated index keeps the last value written, as
 NumPy's `y[I] = X` does. The scatter is serial; MaxUnpool is rare and small, and a parallel one
 would make repeated indices race. Indices address the unpooled shape that kernel_shape, strides
-and pads give; an output_shape larger or smaller than it pads or crops at the end of each axis,
-and an index outside either is dropped (the reference raises there, a kernel cannot).
+and pads give; an output_shape larger or smaller than it pads or crops at the end of each axis
+(a cropped position is dropped, as in the reference). An index outside the unpooled shape is an
+error: recorded for the runtime to raise (indexing.record_bad_index) and skipped.
 """
 
 from __future__ import annotations
 
 import math
 
-from ..indexing import strides
+from ..indexing import record_bad_index, strides
 from ..registry import kernel_rule
 
 
@@ -39,12 +40,15 @@ def render_max_unpool(w, instr, params):
     w.line("if (t != 0) return;")
     w.open(f"for (int k = 0; k < {x.type.numel}; ++k)")
     w.line(f"{ll} f = {pi}[k];")
-    w.line(f"if (f < 0 || f >= {math.prod(shape)}) continue;")
+    w.open(f"if (f < 0 || f >= {math.prod(shape)})")
+    record_bad_index(w, "f", math.prod(shape), negative=False)
+    w.line("continue;")
+    w.close()
     terms = []
     for a, (n, m, st) in reversed(list(enumerate(zip(shape, want, strides(want))))):
         if a and n == 1:
             continue  # coordinate 0
-        w.line(f"const int c{a} = (int)(f % {n});" if a else f"const int c{a} = (int)f;")
+        w.line(f"const {ll} c{a} = f % {n};" if a else f"const {ll} c{a} = f;")
         if a:
             w.line(f"f /= {n};")
         if m < n:  # cropped by output_shape
