@@ -358,11 +358,13 @@ def _pad_or_slice(lay, node, ins, pairs):
         return [(rb.emit1("Pad", [v, _shape_const(rb, phys), *rest], dict(node.attrs)), q)]
     starts = ins[1]
     axes = ins[3] if len(ins) > 3 else None
-    if axes is not None and axes.data is None:
-        return None
+    n = starts.type.shape[0] if starts.type.shape else None
+    if (axes is not None and axes.data is None) or (axes is None and not isinstance(n, int)):
+        return None  # the axes (or, without them, how many) are known only at run time
     logical = ([int(a) % r for a in axes.data.reshape(-1)] if axes is not None
-               else list(range(starts.type.shape[0])))
-    new_axes = _shape_const(rb, [pos[a] for a in logical])
+               else list(range(n)))
+    # starts/ends/axes/steps share one index type (int32 or int64): the new axes take the starts'.
+    new_axes = rb.constant(np.asarray([pos[a] for a in logical], starts.type.dtype.np), "axes")
     rest = list(ins[4:5]) if len(ins) > 4 else []
     return [(rb.emit1("Slice", [v, ins[1], ins[2], new_axes, *rest], dict(node.attrs)), q)]
 

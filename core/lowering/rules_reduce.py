@@ -4,8 +4,10 @@ LogSumExp/SumSquare, ArgMax and ArgMin.
 Each is a short formula around a floor reduction (ReduceSum/ReduceMax/ReduceMin). The floor
 reduction gets the node's own axes: a constant when the axes are known at compile time (so a
 backend sees a constant), else the run-time axes input as is, which the floor op interprets with the
-same rules (absent = all axes). Only `noop_with_empty_axes` with run-time axes cannot be lowered:
-the op then returns its input untouched, not the formula applied elementwise.
+same rules (absent = all axes). `noop_with_empty_axes` with no axes is a reduction over the empty
+set of axes, not an identity of the whole op: the floor reductions are then identities, the formula
+around them still applies (ReduceL1 gives |x|, ReduceSumSquare x*x), as the ONNX function bodies
+say; with run-time axes the floor reductions carry the attribute and decide at run time.
 
 Types follow the references exactly: sums of 16-bit floats accumulate in float32 (so do the floor
 reductions, so a plain ReduceSum needs no cast), while the formulas that the reference evaluates in
@@ -28,18 +30,28 @@ HALF = frozenset({dt.float16, dt.bfloat16})
 MINMAX_TYPES = frozenset({dt.float32, dt.float64, dt.float16, dt.bfloat16, dt.int8, dt.uint8,
                           dt.int32, dt.int64, dt.uint32, dt.uint64, dt.bool_})
 
-NOOP = "noop"
+
+class RuntimeAxes:
+    """Axes known only at run time, with the node's `noop_with_empty_axes` (which the floor
+    reductions built from them must carry, so empty axes reduce nothing there too)."""
+
+    def __init__(self, value, noop: int):
+        self.value, self.noop = value, noop
 
 
 # -- shared building blocks (also used by rules_nn) ------------------------------------------------
 
 def reduce(rb, op, x, axes, keepdims=1):
-    """A floor reduction over `axes`: a list of ints (a constant), None (all axes), or a Value
-    (the run-time axes input)."""
+    """A floor reduction over `axes`: a list of ints (a constant; [] reduces nothing, so it is x
+    itself), None (all axes), or a RuntimeAxes / Value (the run-time axes input)."""
     if axes is None:
         return rb.emit1(op, [x], {"keepdims": keepdims})
+    if isinstance(axes, RuntimeAxes):
+        return rb.emit1(op, [x, axes.value], {"keepdims": keepdims, "noop_with_empty_axes": axes.noop})
     if not isinstance(axes, (list, tuple)):
         return rb.emit1(op, [x, axes], {"keepdims": keepdims})
+    if not axes:
+        return x
     return rb.emit1(op, [x, ints(rb, axes)], {"keepdims": keepdims})
 
 
@@ -66,18 +78,19 @@ def count(rb, x, axes, like, keepdims):
 
 
 def node_axes(node, ins):
-    """The reduction's axes: a sorted list of non-negative axes, None (all axes), NOOP (the op
-    returns its input), a Value (known only at run time), or False (cannot be lowered)."""
+    """The reduction's axes: a sorted list of non-negative axes ([] with noop_with_empty_axes and
+    no axes: nothing is reduced), None (all axes), a RuntimeAxes (known only at run time), or
+    False (cannot be lowered)."""
     x, axes = ins[0], ins[1] if len(ins) > 1 else None
     noop = node.attrs["noop_with_empty_axes"]
     if axes is not None and axes.known is None:
         if isinstance(axes.type.shape, tuple) and axes.type.shape[:1] == (0,):
             axes = None  # statically empty
         else:
-            return False if noop else axes
+            return RuntimeAxes(axes, noop)
     values = [] if axes is None else [int(a) for a in np.asarray(axes.known).reshape(-1)]
     if not values:
-        return NOOP if noop else None
+        return [] if noop else None
     rank = x.type.rank
     if rank is None:
         return False
@@ -93,8 +106,6 @@ def _reduction(fn):
         axes = node_axes(node, ins)
         if axes is False:
             return None
-        if axes is NOOP:
-            return [rb.emit1("Identity", [ins[0]])]
         out = fn(rb, node, ins[0], axes, node.attrs["keepdims"])
         if out is None:
             return None

@@ -3,7 +3,9 @@
 The Reduce* ops take their axes as an optional int64 input (the newest ONNX form); older opsets
 carried them as an attribute, which the importer adapter turns into a constant input. Reducing
 over an empty set gives the reduction's identity (0 for sums, 1 for products, -inf / the type's
-lowest value for max, -inf for log-sums), as ONNX specifies.
+lowest value for max, -inf for log-sums), as ONNX specifies. With `noop_with_empty_axes` and no
+axes the set of reduced axes is empty: ReduceSum/Mean/Max/Min/Prod return the input, the others
+their elementwise part (|x|, x*x, sqrt(x*x), log x, log exp x).
 """
 
 from __future__ import annotations
@@ -84,10 +86,13 @@ def _reduce_infer(ctx):
 
 # -- reference -------------------------------------------------------------------------------------
 def _resolve_axes(x: np.ndarray, axes, noop: int):
-    """Axes as a tuple of non-negative ints; None means 'return the input unchanged'."""
+    """Axes as a tuple of non-negative ints. No axes with noop_with_empty_axes is the empty tuple:
+    a reduction over no axes, so each output element "reduces" one input element and the op's
+    elementwise part still applies (ReduceL1 gives |x|, ReduceSumSquare x*x, ReduceLogSum log x),
+    as the ONNX function bodies, onnxruntime and onnx.reference do; NumPy takes axis=() so."""
     axes = [] if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
     if not axes:
-        return None if noop else tuple(range(x.ndim))
+        return () if noop else tuple(range(x.ndim))
     r = x.ndim
     for a in axes:
         if not -r <= a < max(r, 1):
@@ -180,8 +185,6 @@ def _log_sum_exp(x, axes, keep):
 def _reference(fn):
     def ref(data, axes=None, *, keepdims, noop_with_empty_axes):
         ax = _resolve_axes(data, axes, noop_with_empty_axes)
-        if ax is None:
-            return data
         out = np.asarray(fn(data, ax, bool(keepdims)))
         if data.dtype.kind in "iu" and out.dtype.kind == "f":
             out = np.trunc(out)  # integer results of float math truncate, as a cast would
