@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import dtypes as dt
+from ..errors import BackendError
 from .cstyle import NARROW_TYPES, CStyleRenderer
 from .helpers import narrow_decode, narrow_encode
 
@@ -185,4 +186,5 @@ class KernelWriter:
 
 def check_size(n: int) -> None:
     if n > INT32_LIMIT:
-        raise ValueError(f"{n} elements: kernels index with 32-bit ints (at most {INT32_LIMIT})")
+        # Backstop: CStyleBackend.compile_graph already refused such tensors naming the node.
+        raise BackendError(f"{n} elements: kernels index with 32-bit ints (at most {INT32_LIMIT})")
