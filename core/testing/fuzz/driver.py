@@ -64,14 +64,16 @@ def fuzz(backend, count, seed=0, *, native=None, timeout=60.0, jobs=1, out="fuzz
                 failures=[results[i] for i in sorted(results) if results[i]["category"] in FAILING],
                 notes=[results[i] for i in sorted(results)
                        if results[i]["category"] in ("refused", "both-refuse", "ambiguous")],
-                ort=have_ort() if use_ort is None else use_ort)
+                ort=have_ort() if use_ort is None else use_ort,
+                ort_compared=sum(v.get("ort") == "ok" for v in results.values()))
 
 
 def report(s: dict, file=sys.stdout) -> None:
     c = s["categories"]
     p = lambda *a: print(*a, file=file)  # noqa: E731
     p(f"glow fuzz: backend {s['backend']}, seed {s['seed']}: {s['graphs']} graphs in {s['seconds']:.0f}s, "
-      f"{s['ops_covered']} ops covered, onnxruntime {'on' if s['ort'] else 'not installed'}")
+      f"{s['ops_covered']} ops covered, "
+      + (f"{s['ort_compared']} also compared with onnxruntime" if s["ort"] else "onnxruntime not used"))
     p("  " + ", ".join(f"{k} {c.get(k, 0)}" for k in
                        ("pass", "mismatch", "ort-mismatch", "error", "internal", "crash", "hang",
                         "refused", "both-refuse", "ambiguous")))
@@ -89,7 +91,7 @@ def report(s: dict, file=sys.stdout) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m glow.testing.fuzz",
                                  description="Differential fuzzing of a glow backend (see docs/fuzzing.md).")
-    ap.add_argument("--backend", required=True)
+    ap.add_argument("--backend", default=None)
     ap.add_argument("--native", choices=["floor", "all"], default=None)
     ap.add_argument("--count", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
@@ -107,6 +109,8 @@ def main(argv=None) -> int:
     if a.list_ops:
         print(" ".join(op_names()), f"({len(op_names())} ops)")
         return 0
+    if not a.backend:
+        ap.error("--backend is required")
     ops = [o.strip() for o in a.ops.split(",")] if a.ops else None
     unknown = sorted(set(ops or []) - set(op_names()))
     if unknown:

@@ -88,7 +88,7 @@ class Builder:
     def shape(self, rank=None, lo=1, hi=5, min_rank=0, max_rank=4, empty_ok=True):
         rank = self.randint(min_rank, max_rank) if rank is None else rank
         dims = [self.randint(lo, hi) for _ in range(rank)]
-        if empty_ok and self.empty and dims and self.chance(0.08):
+        if empty_ok and self.empty and dims and self.chance(0.25):
             dims[self.randint(0, rank - 1)] = 0
         return tuple(dims)
 

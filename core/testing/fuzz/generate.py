@@ -58,7 +58,7 @@ def generate(seed: int, index: int, ops=None, max_nodes: int = 8) -> Case:
 def build(rng, ops, max_nodes):
     """The random DAG: op generators applied until the node target is reached."""
     opset = int(rng.choice(OPSETS))
-    b = Builder(rng, opset, fp16=b_chance(rng, 0.3), sym=b_chance(rng, 0.25), empty=b_chance(rng, 0.15))
+    b = Builder(rng, opset, fp16=b_chance(rng, 0.3), sym=b_chance(rng, 0.25), empty=b_chance(rng, 0.2))
     names = [n for n in ops if OPS[n][1] <= opset]
     if not names:
         return None

@@ -13,7 +13,7 @@ from .gen import BOOL, F16, F32, FLOATS, I32, I64, INF, INTS, broadcast, gen, on
 UNARY = {
     "Abs": (None, lambda m: m, False, True, 1), "Neg": (None, lambda m: m, True, True, 1),
     "Relu": (None, lambda m: m, False, True, 1),
-    "Exp": (8.0, math.exp, True, False, 1), "Log": ("pos", lambda m: max(1.4, math.log(m)), True, False, 1),
+    "Exp": (8.0, math.exp, True, False, 1), "Log": ("pos", lambda m: max(1.4, math.log(max(m, 1.0))), True, False, 1),
     "Sqrt": ("pos", math.sqrt, True, False, 1), "Reciprocal": ("pos", lambda m: 4.0, True, False, 1),
     "Sigmoid": (None, lambda m: 1.0, True, False, 1), "Tanh": (None, lambda m: 1.0, True, False, 1),
     "Erf": (None, lambda m: 1.0, True, False, 1), "Sin": (100.0, lambda m: 1.0, False, False, 1),
@@ -60,7 +60,7 @@ def unary_attr(b, op):
     if op == "Gelu" and b.opset < 20:
         return False
     exact = op in ("ThresholdedRelu", "Shrink")  # jumps at alpha / lambd: exact inputs only
-    x = b.pick(FLOATS, exact=exact)
+    x = b.pick((F32,) if op == "Celu" else FLOATS, exact=exact)  # onnx's Celu is float32 only
     r = lambda lo, hi: float(np.float32(b.rng.uniform(lo, hi)))  # noqa: E731
     attrs, mag = {}, x.mag + 1
     if op == "LeakyRelu":

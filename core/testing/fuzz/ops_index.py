@@ -135,7 +135,8 @@ def resize(b, op):
     if b.chance(0.5):
         ins = [x, "", b.const(np.asarray(full + sc, np.float32))]
     else:
-        ins = [x, "", "", b.ints(([] if use_axes else list(x.shape[:2])) + lens, runtime_p=0.1)]
+        ins = [x, "", "", b.ints(([] if use_axes else list(x.shape[:2])) + lens,
+                                     runtime_p=0)]  # onnx's inference rejects a run-time sizes input
     mag = x.mag * (2.0 if mode == "cubic" else 1.0)
     b.node(op, ins, [out(F32, x.shape[:2] + tuple(lens), mag, exact=nearest and x.exact)], **attrs)
     return True

@@ -26,9 +26,10 @@ def _mul(*m):
 def matmul(b, op):
     a = b.pick((F32,), min_rank=1, max_rank=4)
     k = a.shape[-1]
-    if a.rank == 1 or b.chance(0.15):
-        bshape = (k,) if a.rank > 1 and b.chance(0.5) else tuple(
-            [b.randint(1, 3)] * b.randint(0, 1)) + (k, b.randint(1, 5))
+    if a.rank == 1:
+        bshape = tuple([b.randint(1, 3)] * b.randint(0, 1)) + (k, b.randint(1, 5))
+    elif b.chance(0.15):
+        bshape = b.choice([(k,), (k, b.randint(1, 5))])
     else:
         batch = [1 if b.chance(0.3) else d for d in a.shape[:-2]][b.randint(0, a.rank - 2):]
         bshape = tuple(batch) + (k, b.randint(1, 5))

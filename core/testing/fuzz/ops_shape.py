@@ -54,10 +54,13 @@ def reshape(b, op):
     spec = list(shape)
     if spec and x.numel and b.chance(0.4):
         spec[b.randint(0, rank - 1)] = -1
+    # a 0 in the target copies the input's dim, unless allowzero=1 makes it a literal 0 (the
+    # only way to reshape into an empty shape with the 0 somewhere else)
+    allowzero = 1 if 0 in shape else None
     for i in range(min(rank, x.rank)):
-        if spec[i] == x.shape[i] and spec[i] != 0 and b.chance(0.3):
-            spec[i] = 0  # allowzero=0: copy the input's dim
-    b.node(op, [x, b.ints(spec)], [_keep(x, tuple(shape))])
+        if spec[i] == x.shape[i] and spec[i] != 0 and not allowzero and b.chance(0.3):
+            spec[i] = 0
+    b.node(op, [x, b.ints(spec)], [_keep(x, tuple(shape))], allowzero=allowzero)
     return True
 
 
@@ -176,9 +179,12 @@ def slice_(b, op):
         steps.append(step)
         shape[a] = _slice_len(d, s, e, step)
     ins = [x, b.ints(starts, idx), b.ints(ends, idx)]
-    if axes != list(range(len(axes))) or b.chance(0.6) or any(t != 1 for t in steps):
+    with_steps = any(t != 1 for t in steps) or b.chance(0.3)
+    if axes != list(range(len(axes))) or b.chance(0.6):
         ins.append(b.ints([a - x.rank if b.chance(0.3) else a for a in axes], idx))
-    if any(t != 1 for t in steps) or b.chance(0.3):
+    elif with_steps:
+        ins.append("")  # axes omitted: the default 0..n-1
+    if with_steps:
         ins.append(b.ints(steps, idx))
     b.node(op, ins, [_keep(x, tuple(shape))])
     return True
