@@ -26,9 +26,8 @@ def _cast(L, args, ins, out, attrs):
     if out in narrow.INT_BITS and src not in FLOATS:
         v = L.b.zext(x, L.t(I8)) if src == dt.bool_ else x
         return narrow.truncate_int(L, v, out)
-    if out in narrow.ENCODABLE:  # one rounding from a float64: round it to odd in float32 first
-        f32 = _to_f32_odd(L, x) if src == dt.float64 else cast(L, x, src, dt.float32)
-        return narrow.encode(L, f32, out, bool(attrs.get("saturate", 1)))
+    if out in narrow.ENCODABLE:  # one rounding from the source's value (to_f32: odd if needed)
+        return narrow.encode(L, to_f32(L, x, src), out, bool(attrs.get("saturate", 1)))
     return cast(L, x, src, out)
 
 
