@@ -477,3 +477,53 @@ def test_float64_to_float8_rounds_once():
     for backend in ("reference", "cpu"):
         got = glow.compile(g, backend).run({"x": x})[g.output_names[0]]
         np.testing.assert_array_equal(got, np.float32([1.125, -1.125, 1.0]), err_msg=backend)
+
+
+# -- issue 14 finding 7: fused bodies hold only what the expression emitter computes -------------
+
+def _ids_matmul_gelu(tail: str, opset: int = 20):
+    """Token ids -> Gather -> MatMul -> Add(bias) -> a Gelu (the op, its tanh form, the erf pattern
+    exporters write, or Gelu -> Relu). Eight int64 ids make every value input-determined, so the
+    backend defers Gelu (instead of lowering it) and the fuser used to put it in an epilogue."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.5, n)
+             for n, s in (("E", (50, 16)), ("W", (16, 32)), ("B", (32,)))]
+    nodes = [helper.make_node("Gather", ["E", "ids"], ["x"]), helper.make_node("MatMul", ["x", "W"], ["mm"]),
+             helper.make_node("Add", ["mm", "B"], ["a"])]
+    if tail == "erf":
+        inits += [numpy_helper.from_array(np.array(v, np.float32), n)
+                  for n, v in (("sqrt2", np.sqrt(2.0)), ("one", 1.0), ("half", 0.5))]
+        nodes += [helper.make_node("Div", ["a", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+                  helper.make_node("Add", ["e", "one"], ["p"]), helper.make_node("Mul", ["a", "p"], ["m"]),
+                  helper.make_node("Mul", ["m", "half"], ["y"])]
+    elif tail == "gather-gelu-relu":  # no producer: a plain fused elementwise chain
+        nodes = [nodes[0], helper.make_node("Gelu", ["x"], ["g"]), helper.make_node("Relu", ["g"], ["y"])]
+    else:
+        nodes.append(helper.make_node("Gelu", ["a"], ["y"], approximate=tail))
+    out = [1, 8, 16] if tail == "gather-gelu-relu" else [1, 8, 32]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("tail,opset", [("none", 20), ("tanh", 20), ("erf", 17), ("gather-gelu-relu", 20)])
+def test_gelu_after_matmul_is_never_fused_into_code_without_an_emitter(tail, opset):
+    from glow.api import optimize_for_backend
+    from glow.backends.cpu.kernels.elementwise import emits
+    from glow.passes.fusion import FUSED_OPS
+    from glow.plugins import registry
+
+    model = _ids_matmul_gelu(tail, opset)
+    ids = np.random.default_rng(1).integers(0, 50, (1, 8)).astype(np.int64)
+    want = glow.compile(model, "reference").run({"ids": ids})["y"]
+    got = glow.compile(model, "cpu").run({"ids": ids})["y"]  # was: KeyError 'Gelu' from ewops.apply
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    g = optimize_for_backend(glow.load_onnx(model), registry().get("cpu"))
+    for node in g.nodes:
+        if node.op in FUSED_OPS:
+            body = node.attrs["body"].nodes
+            members = body[1:] if node.op.name == "FusedKernel" else body
+            assert all(emits(m) for m in members), [m.op.name for m in members]

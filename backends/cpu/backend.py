@@ -140,10 +140,15 @@ class CpuBackend(Backend):
     def fusions(self):
         from glow.passes.fusion import FuseActivation, FuseElementwise
 
+        from .kernels.elementwise import emits
+
         producers = frozenset(op for (dom, op), kd in codegen.load_kernels().items()
                               if dom in ("", "glow.cpu") and any(k.epilogue for k in kd.variants())
                               and op in ("Conv", "ConvTranspose", "Gemm", "MatMul", "ConvNHWC"))
-        return [FuseElementwise(), FuseActivation(producers)] if producers else [FuseElementwise()]
+        # Only what the expression emitter computes goes into a fused body: `supports` also
+        # accepts nodes deferred to run time, which have no code yet.
+        ew = FuseElementwise(accepts=emits)
+        return [ew, FuseActivation(producers, accepts=emits)] if producers else [ew]
 
     def transform_graph(self, graph: Graph) -> Graph:
         try:

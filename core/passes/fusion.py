@@ -6,6 +6,11 @@ A backend asks for fusions by returning requests from `Backend.fusions()` (looke
     FuseElementwise()                  Relu(Add(Mul(a, b), c)) -> FusedElementwise{body}(a, b, c)
     FuseActivation({"Conv", "Gemm"})   Relu(Conv(x, w, b))     -> FusedKernel{body}(x, w, b)
 
+Either takes `accepts(node) -> bool`: the backend's own test of whether its expression emitter
+can compute an elementwise node (its op, types, attributes). A backend's `supports` says more than
+that (a node it defers to run time is "supported" now but has no code yet), so a fused body holds
+only nodes `accepts` lets in: a fused node never reaches an emitter that cannot emit it.
+
 A fused node carries its members as a sub-graph (`body`), so the graph interpreter runs it as it
 ran the members, and IR generation turns the body into an expression tree (a fused-elementwise
 instruction, or a kernel instruction with an elementwise epilogue). Only single-reader chains of
@@ -18,6 +23,7 @@ lowering rule) and appear only after lowering, in graphs handed to a backend tha
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import dtypes as dt
@@ -33,6 +39,7 @@ class FuseElementwise:
     """Fuse single-reader chains of same-shaped elementwise ops into one kernel."""
 
     max_ops: int = 64
+    accepts: Callable | None = None  # node -> bool: the emitter can compute it (None: any)
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,7 @@ class FuseActivation:
 
     producers: frozenset = field(default_factory=lambda: frozenset({"Conv", "ConvTranspose", "Gemm",
                                                                     "MatMul"}))
+    accepts: Callable | None = None  # node -> bool, as FuseElementwise.accepts
 
 
 def _fused_infer(ctx):
@@ -65,12 +73,13 @@ FUSED_KERNEL = OpDef(
 FUSED_OPS = (FUSED_ELEMENTWISE, FUSED_KERNEL)
 
 
-def _fusible(node) -> bool:
+def _fusible(node, requests) -> bool:
     out = node.outputs[0] if len(node.outputs) == 1 else None
     return (out is not None and node.op.in_group(ELEMENTWISE) and node.op.pure
             and node.op not in FUSED_OPS and not node.op.has_subgraphs and not node.captures
             and isinstance(out.type, dt.TensorType) and out.type.is_static
-            and out.type.dtype != dt.string)
+            and out.type.dtype != dt.string
+            and all(r.accepts is None or r.accepts(node) for r in requests))
 
 
 def _groups(graph: Graph, requests) -> list[tuple]:
@@ -87,8 +96,9 @@ def _groups(graph: Graph, requests) -> list[tuple]:
             return None
         return us[0]
 
+    asked = [r for r in (ew, act) if r is not None]
     for node in reversed(graph.nodes):
-        if not _fusible(node):
+        if not _fusible(node, asked):
             continue
         reader = sole_reader(node.outputs[0])
         root = root_of.get(id(reader)) if reader is not None and ew is not None else None

@@ -221,7 +221,10 @@ def emit_elementwise_op(cg, instr):
     emit_expr(cg, instr, e, instr.op.name)
 
 
-def _node_supported(node) -> bool:
+def emits(node) -> bool:
+    """Whether the expression emitter computes `node` (ewops' table, its op, types and attributes):
+    the predicate of the elementwise kernels below and of what the backend's fusions may put in a
+    fused body or an epilogue (anything else would reach `ewops.apply` without code)."""
     if len(node.outputs) != 1 or not isinstance(node.outputs[0].type, dt.TensorType):
         return False
     types = [None if v is None else v.type.dtype for v in node.inputs]
@@ -229,7 +232,7 @@ def _node_supported(node) -> bool:
 
 
 for _name in ewops.OPS:
-    cpu_kernel(_name, supports=_node_supported, epilogue=True)(emit_elementwise_op)
+    cpu_kernel(_name, supports=emits, epilogue=True)(emit_elementwise_op)
 
 
 def _expand_supported(node) -> bool:
@@ -247,4 +250,4 @@ def emit_expand(cg, instr):
 
 
 __all__ = ["Access", "broadcast", "call_split", "emit_epilogue", "emit_fused", "emit_loop", "emit_strided",
-           "evaluate", "expr_supported"]
+           "emits", "evaluate", "expr_supported"]
