@@ -485,7 +485,6 @@ def _ids_matmul_gelu(tail: str, opset: int = 20):
     """Token ids -> Gather -> MatMul -> Add(bias) -> a Gelu (the op, its tanh form, the erf pattern
     exporters write, or Gelu -> Relu). Eight int64 ids make every value input-determined, so the
     backend defers Gelu (instead of lowering it) and the fuser used to put it in an epilogue."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
