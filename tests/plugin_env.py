@@ -1,24 +1,39 @@
 """A throwaway virtual environment layered on the test environment, for tests that pip-install
 backend packages the way a user does.
 
-The venv sees everything installed in the test environment (system site-packages: glow, pytest,
-pip, ...), so `pip install` there adds only the package under test, and what it installs never
+The venv sees everything installed in the test environment (its site-packages, added by a `.pth`
+file, since `system_site_packages` reaches only the base interpreter's when the tests themselves
+run in a venv, and the system site-packages: glow, pytest, pip, ...), so `pip install` there adds only the package under test, and what it installs never
 leaks into the environment the rest of the suite (or another run of it) uses. `bin/` holds `glow`,
 `pytest` and `pip` bound to the venv's interpreter, so shell commands written for a user run as is.
 """
 
+import glob
 import os
 import shutil
+import site
 import subprocess
+import sys
 import venv
 
 SCRIPTS = {"glow": "glow.cli", "pytest": "pytest", "pip": "pip"}
 
 
+def create_layered_venv(root, with_pip=False) -> None:
+    """A venv at `root` whose interpreter also sees this interpreter's site-packages (after its own)."""
+    venv.create(str(root), system_site_packages=True, with_pip=with_pip, symlinks=True)
+    (own,) = glob.glob(os.path.join(str(root), "lib", "python*", "site-packages"))
+    outer = [d for d in site.getsitepackages() + [site.getusersitepackages()] if os.path.isdir(d)]
+    if sys.prefix == sys.base_prefix:
+        return  # not in a venv: system_site_packages already shows these
+    with open(os.path.join(own, "_glow_test_outer_env.pth"), "w") as f:
+        f.write("import site; " + "; ".join(f"site.addsitedir({d!r})" for d in outer) + "\n")
+
+
 class PluginEnv:
     def __init__(self, root):
         self.root = str(root)
-        venv.create(self.root, system_site_packages=True, with_pip=False, symlinks=True)
+        create_layered_venv(self.root)
         self.bin = os.path.join(self.root, "bin")
         self.python = os.path.join(self.bin, "python")
         for name, module in SCRIPTS.items():

@@ -3,10 +3,10 @@
 import os
 import subprocess
 import sys
-import venv
 import zipfile
 
 import pytest
+from plugin_env import create_layered_venv
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
@@ -37,7 +37,7 @@ def test_wheel_contents(wheel):
 @pytest.mark.slow
 def test_wheel_installs_and_runs(wheel, tmp_path):
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, system_site_packages=True, with_pip=True)
+    create_layered_venv(env_dir, with_pip=True)
     py = str(env_dir / "bin" / "python")
     r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(wheel)],
                        capture_output=True, text=True)

@@ -295,6 +295,7 @@ def cli(*args):
     return subprocess.run([sys.executable, "-m", "glow.cli", *args], capture_output=True, text=True, env=env)
 
 
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is not installed (the SVG is dot's)")
 def test_cli_partition_prints_the_report_and_writes_svg(tmp_path):
     out = tmp_path / "p.svg"
     r = cli("partition", EXAMPLE_MODEL, "--devices", "accel,reference", "--pin", "relu2=reference",
