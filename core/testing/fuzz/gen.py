@@ -88,6 +88,8 @@ class Builder:
     def shape(self, rank=None, lo=1, hi=5, min_rank=0, max_rank=4, empty_ok=True):
         rank = self.randint(min_rank, max_rank) if rank is None else rank
         dims = [self.randint(lo, hi) for _ in range(rank)]
+        if dims and self.chance(0.2):
+            dims[-1] = self.randint(6, 40)  # past a vector width: code generators' main loops and tails
         if empty_ok and self.empty and dims and self.chance(0.25):
             dims[self.randint(0, rank - 1)] = 0
         return tuple(dims)

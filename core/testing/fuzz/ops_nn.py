@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 
-from .gen import F32, INF, broadcast, gen, out
+from .gen import F32, FLOATS, INF, broadcast, gen, out
 
 
-def _weights(b, shape, exact=True):
+def _weights(b, shape, dtype=F32):
     """A weight tensor: a constant (mostly) or a graph input, values in [-1, 1]."""
-    a = b.data(F32, shape, "small")
+    a = b.data(dtype, shape, "small")
     return b.const(a, as_input=b.chance(0.2))
 
 
@@ -24,7 +24,7 @@ def _mul(*m):
 
 @gen("MatMul")
 def matmul(b, op):
-    a = b.pick((F32,), min_rank=1, max_rank=4)
+    a = b.pick(FLOATS, min_rank=1, max_rank=4)
     k = a.shape[-1]
     if a.rank == 1:
         bshape = tuple([b.randint(1, 3)] * b.randint(0, 1)) + (k, b.randint(1, 5))
@@ -38,7 +38,7 @@ def matmul(b, op):
         if v.shape != bshape:
             return False
         return True
-    w = b.pick((F32,), pred=fits, new_shape=lambda: bshape, fresh_p=0.5)
+    w = b.pick((a.dtype,), pred=fits, new_shape=lambda: bshape, fresh_p=0.5, kind="small")
     sa, sb = list(a.shape), list(w.shape)
     if len(sa) == 1:
         shape = tuple(sb[:-2] + sb[-1:])
@@ -46,26 +46,26 @@ def matmul(b, op):
         shape = tuple(sa[:-1])
     else:
         shape = broadcast(tuple(sa[:-2]), tuple(sb[:-2])) + (sa[-2], sb[-1])
-    b.node(op, [a, w], [out(F32, shape, _mul(k, a.mag, w.mag))])
+    b.node(op, [a, w], [out(a.dtype, shape, _mul(k, a.mag, w.mag))])
     return True
 
 
 @gen("Gemm")
 def gemm(b, op):
-    a = b.pick((F32,), min_rank=2, max_rank=2)
+    a = b.pick(FLOATS, min_rank=2, max_rank=2)
     ta, tb = b.chance(0.3), b.chance(0.4)
     m, k = (a.shape[1], a.shape[0]) if ta else a.shape
     n = b.randint(1, 6)
-    w = _weights(b, (n, k) if tb else (k, n))
+    w = _weights(b, (n, k) if tb else (k, n), a.dtype)
     ins, attrs = [a, w], dict(transA=int(ta) if ta or b.chance(0.5) else None, transB=int(tb) if tb else None)
     alpha = float(np.float32(b.rng.uniform(0.5, 2))) if b.chance(0.3) else None
     beta = float(np.float32(b.rng.uniform(0.5, 2))) if b.chance(0.3) else None
     mag = _mul(k, a.mag, w.mag, alpha or 1)
     if b.chance(0.7):
         cshape = b.choice([(), (n,), (1, n), (m, 1), (m, n)])
-        ins.append(_weights(b, cshape))
+        ins.append(_weights(b, cshape, a.dtype))
         mag += beta or 1
-    b.node(op, ins, [out(F32, (m, n), mag)], alpha=alpha, beta=beta, **attrs)
+    b.node(op, ins, [out(a.dtype, (m, n), mag)], alpha=alpha, beta=beta, **attrs)
     return True
 
 
@@ -207,7 +207,10 @@ def pool(b, op):
     attrs["pads"] = p
     # ceil_mode only without padding: a last window starting inside the padding is treated
     # differently by implementations; AveragePool's partial-window divisor is too
-    if op == "MaxPool" and not any(p) and b.chance(0.3):
+    # and only when the extra window starts inside the input (k < stride can start it past the end:
+    # onnx's shape inference keeps that window, onnxruntime drops it)
+    if op == "MaxPool" and not any(p) and b.chance(0.3) and all(
+            (_out_len(L, k[i], s[i], d[i], 0, 0, True) - 1) * s[i] < L for i, L in enumerate(x.shape[2:])):
         attrs["ceil_mode"] = 1
     if op == "AveragePool" and b.chance(0.5):
         attrs["count_include_pad"] = b.randint(0, 1)
