@@ -359,7 +359,8 @@ class Codegen:
         return off
 
     def _blob(self) -> np.ndarray:
-        raw = np.empty(self._weights_size + WEIGHT_ALIGN, np.uint8)
+        # zeros, not empty: the padding between weights is then the same bytes in every compile
+        raw = np.zeros(self._weights_size + WEIGHT_ALIGN, np.uint8)
         shift = (-raw.ctypes.data) % WEIGHT_ALIGN
         blob = raw[shift:shift + max(self._weights_size, 1)]
         for off, data in self._chunks:

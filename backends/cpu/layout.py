@@ -178,6 +178,10 @@ class _Layouts:
     def __init__(self, rb):
         self.rb = rb
         self.phys: dict[int, tuple] = {}  # id(old value) -> (new value, perm)
+        #: (id(v), p, q) -> (v, v re-laid out). The entry holds `v` itself: an id is only unique
+        #: while its object lives, and the values converted here include transient constants
+        #: (a reshaped scalar); once one died, the next one could take its id and be handed the
+        #: dead one's data (a compile-order-dependent wrong answer).
         self._cache: dict = {}
 
     def get(self, old, new):
@@ -191,13 +195,14 @@ class _Layouts:
         if p == q:
             return v
         key = (id(v), p, q)
-        if key not in self._cache:
+        hit = self._cache.get(key)
+        if hit is None:
             rank = len(v.type.shape)
             inv_p = _inverse(p) if p else tuple(range(rank))
             qq = q or tuple(range(rank))
             t = tuple(inv_p[qq[i]] for i in range(rank))
-            self._cache[key] = self._move(v, t)
-        return self._cache[key]
+            hit = self._cache[key] = (v, self._move(v, t))
+        return hit[1]
 
     def _move(self, v, t):
         rb = self.rb
