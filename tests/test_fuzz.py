@@ -9,12 +9,10 @@ import sys
 import numpy as np
 import onnx
 import pytest
-
 from glow.testing.fuzz import fuzz, generate, op_names
 from glow.testing.fuzz.gen import validate
 from glow.testing.fuzz.runner import Runner, Worker
 from glow.testing.fuzz.shrink import shrink
-
 from helpers import backend_unavailable
 
 

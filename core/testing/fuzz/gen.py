@@ -113,7 +113,7 @@ class Builder:
         return np.asarray(a).astype(dtype)
 
     def _props(self, a, noisy):
-        a64 = a.astype(np.float64) if a.dtype != BOOL else a.astype(np.float64)
+        a64 = a.astype(np.float64)
         mag = float(np.abs(a64).max()) if a.size else 0.0
         pos = bool(a.size == 0 or a64.min() >= 0.25)
         return dict(mag=mag, pos=pos, exact=True, noisy=noisy and a.dtype.kind == "f")
@@ -180,8 +180,7 @@ class Builder:
             if min_rank <= len(shp) <= max_rank and (not nonempty or 0 not in shp):
                 break
         kind = kind or ("pos" if pos else "unit" if bound is not None and bound < 2 else "normal")
-        v = self.input(dtype, shp, kind)
-        return v if pred is None or pred(v) else v
+        return self.input(dtype, shp, kind)
 
     def positive(self, v: Val) -> Val:
         """A positive value derived from v: Abs(v) + 0.5 (v itself when already positive)."""

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import pickle
 import select
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
 from ..compare import mismatch
-from .worker import HEADER, recv, send
+from .worker import HEADER, send
 
 FAILING = ("mismatch", "ort-mismatch", "error", "internal", "crash", "hang")
 REFUSALS = ("UnsupportedOpError", "LoweringError", "BackendError")
@@ -68,7 +70,6 @@ class Worker:
         body = self._read(HEADER.unpack(head)[0], deadline)
         if not body:
             return self._died() if body == b"" else dict(status="hang", msg="reply cut off")
-        import pickle
         return pickle.loads(body)
 
     def _died(self):
@@ -88,7 +89,6 @@ class Worker:
 
 
 def _now():
-    import time
     return time.monotonic()
 
 
