@@ -10,6 +10,9 @@ constant bad index is a GraphError when the model is loaded.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import glow
 import numpy as np
 import onnx
@@ -222,3 +225,21 @@ def test_cpu_threads_record_one_bad_index():
         exe.run({"x": np.ones((64, 1024), F32), "i": idx})
     good = np.arange(4096, dtype=np.int64) % 64
     np.testing.assert_array_equal(exe.run({"x": _data(64, 1024), "i": good})["y"], _data(64, 1024)[good])
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on the PATH")
+@pytest.mark.parametrize("op,inputs,attrs", [
+    ("Gather", [("x", T.FLOAT, [3, 4]), ("i", T.INT64, [2])], {"axis": 1}),
+    ("MaxUnpool", [("x", T.FLOAT, [1, 1, 2, 2]), ("i", T.INT64, [1, 1, 2, 2])],
+     {"kernel_shape": [2, 2], "strides": [2, 2]}),
+])
+def test_cuda_index_checks_compile(op, inputs, attrs, tmp_path):
+    """CUDA's spelling of the record (atomicCAS, long long indices) compiles (no GPU needed)."""
+    from glow.backends.cuda.backend import render_cuda_program
+
+    src = render_cuda_program(glow.load_onnx(_model(op, inputs, attrs))).source
+    assert "atomicCAS(" in src and ("long long k = " in src or "long long f = " in src)
+    (tmp_path / "k.cu").write_text(src)
+    res = subprocess.run(["nvcc", "--ptx", "-arch=sm_80", "-o", str(tmp_path / "k.ptx"),
+                          str(tmp_path / "k.cu")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
