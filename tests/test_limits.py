@@ -99,6 +99,20 @@ def runtime_expand_1e12():
             {"x": np.ones(1, np.float32), "s": np.array([10**6, 10**6], np.int64)})
 
 
+def range_1e12():
+    """Range's lowering built an iota of the output's length at compile time (MemoryError)."""
+    f32 = lambda n, v: nh.from_array(np.array(v, np.float32), n)  # noqa: E731
+    nodes = [h.make_node("Range", ["a", "b", "d"], ["y"], name="range_1e12")]
+    return _model(nodes, [], [Y], [f32("a", 0.0), f32("b", 1e12), f32("d", 1.0)]), {}
+
+
+def unpool_1e12():
+    nodes = [h.make_node("MaxUnpool", ["x", "ix", "os"], ["y"], kernel_shape=[2, 2], name="unpool_1e12")]
+    inits = [_i64("ix", [[[[0, 1], [2, 3]]]]), _i64("os", [1, 1, 10**6, 10**6])]
+    return (_model(nodes, [_vi("x", T.FLOAT, [1, 1, 2, 2])], [Y], inits),
+            {"x": np.ones((1, 1, 2, 2), np.float32)})
+
+
 def fits_1e6():
     """1M floats (4 MB): runs under a 1 GiB budget, refused under 1 MiB (the budget is honoured)."""
     nodes = [h.make_node("ConstantOfShape", ["s"], ["c"], name="cos_1e6"),
@@ -108,14 +122,16 @@ def fits_1e6():
 
 
 MODELS = {f.__name__: f for f in (reshape_slice, tile, expand, constant_of_shape, empty_wide,
-                                  const_output_1e12, runtime_shape_1e12, runtime_expand_1e12, fits_1e6)}
+                                  const_output_1e12, runtime_shape_1e12, runtime_expand_1e12, range_1e12,
+                                  unpool_1e12, fits_1e6)}
 #: case -> (error class, text the message must contain: the node's name)
 TOO_LARGE = {"reshape_slice": ("GraphError", "big_reshape"), "tile": ("GraphError", "big_tile"),
              "expand": ("GraphError", "big_expand"), "constant_of_shape": ("GraphError", "big_cos"),
              "empty_wide": ("GraphError", "wide_empty")}
 OVER_BUDGET = {"const_output_1e12": ("InputError", "cos_1e12"),
                "runtime_shape_1e12": ("InputError", "cos_runtime"),
-               "runtime_expand_1e12": ("InputError", "expand_runtime")}
+               "runtime_expand_1e12": ("InputError", "expand_runtime"),
+               "range_1e12": ("InputError", "range_1e12"), "unpool_1e12": ("InputError", "unpool_1e12")}
 
 #: Runs in the subprocess: every case on one backend, one JSON line each.
 CHILD = r"""

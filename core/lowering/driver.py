@@ -8,6 +8,7 @@ from collections.abc import Callable
 from .. import dtypes as dt
 from ..errors import GraphError, LoweringError
 from ..graph import Graph, Node
+from ..limits import check_alloc
 from ..rewrite import rebuild
 from .floor import FLOOR, is_host_op
 from .registry import rule_for
@@ -45,6 +46,12 @@ def lower_to_supported(graph: Graph, supports: Callable[[Node], bool], backend: 
             rule = rule_for(node.op.name, node.op.domain)
             outs = None
             if rule is not None:
+                # Rules may build constants the size of the output (Range's iota, index tables):
+                # an output past the memory budget is refused before they are materialised.
+                for o in node.outputs:
+                    if isinstance(o.type, dt.TensorType) and o.type.is_static:
+                        check_alloc(f"node '{node.name}' ({node.op.name})", f"output '{o.name}'",
+                                    o.type.shape, o.type.dtype.itemsize)
                 before = len(rb._nodes)
                 outs = rule(rb, node, inputs)
                 if outs is not None:
