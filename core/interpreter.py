@@ -124,13 +124,14 @@ def check_outputs(node, args, budget: int | None = None) -> None:
     """InputError naming the node if one of its outputs, for these argument values, would be
     past the memory budget: checked before NumPy allocates (no MemoryError, no OOM kill). A
     dynamic output type is re-inferred from the arguments' shapes and small values (a run-time
-    ConstantOfShape / Expand / Tile / Range shape)."""
-    types = [o.type for o in node.outputs]
-    if not all(getattr(t, "is_static", False) for t in types):
+    ConstantOfShape / Expand / Tile / Range shape). `node` may be an IR instruction too (its
+    name, op, attrs, inputs and outputs are all this reads)."""
+    types = [None if o is None else o.type for o in node.outputs]
+    if not all(getattr(t, "is_static", False) for t in types if t is not None):
         types = _concrete_types(node, args) or types
     where = f"node '{node.name}' ({node.op.name})"
     for o, t in zip(node.outputs, types):
-        if isinstance(t, dt.TensorType) and t.is_static:
+        if o is not None and isinstance(t, dt.TensorType) and t.is_static:
             check_alloc(where, f"output '{o.name}'", t.shape, t.dtype.itemsize, budget)
 
 
