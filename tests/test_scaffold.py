@@ -93,3 +93,30 @@ def test_cli(tmp_path):
     r = subprocess.run([sys.executable, "-m", "glow.cli", "new-backend", "cli-dev", "--dir", str(tmp_path)],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "already exists" in r.stderr
+
+
+def test_sequences_and_optionals_are_not_claimed_and_pass_through_unchanged(demo):
+    """The scaffold's kernels take and return arrays: it must not claim Identity on a sequence or
+    an optional (ONNX's test_identity_sequence / test_identity_opt then failed with "expected a
+    sequence, got ndarray"), and a kernel's non-tensor result must not be squashed by np.asarray."""
+    plugins.reload({"plugins": {"modules": ["glow_backend_my_npu.plugin"]}})
+    report = run_conformance("my-npu", sections=["nodes"], pattern=r"^test_identity")
+    status = {r.check.id: r for r in report.results}
+    assert status["test_identity"].status == "pass"
+    for case in ("test_identity_sequence", "test_identity_opt"):
+        assert status[case].status == "skip" and "needs another device" in status[case].detail, status[case]
+
+    from glow.backend import CompileOptions
+    from glow.testing.node_suite import case_by_name
+    from glow_backend_my_npu import MyNpuBackend
+    case = case_by_name()["test_identity_sequence"]
+    graph = glow.load_onnx(case.model)
+    be = MyNpuBackend()
+    assert not be.supports(graph.nodes[0])
+    exe = be.compile(graph, CompileOptions())  # as an author who adds sequence kernels would
+    (inputs,), (expected,) = case.data_sets[0]
+    seq = [np.asarray(a) for a in inputs]
+    (out,) = exe.run({graph.input_names[0]: seq}).values()
+    assert isinstance(out, list) and len(out) == len(seq)
+    for got, want in zip(out, expected):
+        np.testing.assert_array_equal(got, want)
