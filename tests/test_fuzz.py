@@ -98,6 +98,20 @@ def test_crash_and_hang_are_caught_and_the_worker_restarts(monkeypatch, what):
         r.close()
 
 
+def test_twice_catches_a_second_compile_that_differs(monkeypatch):
+    monkeypatch.setenv("GLOW_FUZZ_INJECT", "flaky:Relu")
+    case = _case_with("Relu")
+    r = Runner("reference-ir", use_ort=False, twice=True)
+    try:
+        v = r.run(case.model.SerializeToString(), case.feeds)
+        assert v["category"] == "unstable", v
+        monkeypatch.delenv("GLOW_FUZZ_INJECT")
+        r.close()  # a fresh worker without the hook
+        assert r.run(case.model.SerializeToString(), case.feeds)["category"] == "pass"
+    finally:
+        r.close()
+
+
 def test_worker_reports_glow_errors_without_dying():
     w = Worker("glow", timeout=60)
     try:

@@ -14,7 +14,7 @@ from .shrink import save, shrink
 
 
 def fuzz(backend, count, seed=0, *, native=None, timeout=60.0, jobs=1, out="fuzz-failures", ops=None,
-         max_nodes=8, use_ort=None, do_shrink=True, start=0, log=None) -> dict:
+         max_nodes=8, use_ort=None, do_shrink=True, start=0, log=None, twice=False) -> dict:
     """Run `count` random graphs (indices start..start+count-1 of `seed`); returns the summary."""
     results = {}
     lock = threading.Lock()
@@ -22,7 +22,7 @@ def fuzz(backend, count, seed=0, *, native=None, timeout=60.0, jobs=1, out="fuzz
     tag = backend + ("-floor" if native == "floor" else "")
 
     def work():
-        runner = Runner(backend, native, timeout, use_ort)
+        runner = Runner(backend, native, timeout, use_ort, twice)
         try:
             while True:
                 with lock:
@@ -76,7 +76,7 @@ def report(s: dict, file=sys.stdout) -> None:
       + (f"{s['ort_compared']} also compared with onnxruntime" if s["ort"] else "onnxruntime not used"))
     p("  " + ", ".join(f"{k} {c.get(k, 0)}" for k in
                        ("pass", "mismatch", "ort-mismatch", "error", "internal", "crash", "hang",
-                        "refused", "both-refuse", "ambiguous")))
+                        "unstable", "refused", "both-refuse", "ambiguous")))
     for v in s["failures"]:
         where = f" -> {v['saved']} ({', '.join(v.get('minimal_ops', []))})" if v.get("saved") else ""
         p(f"  FAIL #{v['index']} {v['category']}: {v['detail'][:300]}{where}")
@@ -103,6 +103,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-nodes", type=int, default=8)
     ap.add_argument("--no-ort", action="store_true", help="do not compare with onnxruntime")
     ap.add_argument("--no-shrink", action="store_true")
+    ap.add_argument("--twice", action="store_true",
+                    help="compile each graph twice in the worker; different outputs are 'unstable'")
     ap.add_argument("--list-ops", action="store_true", help="print the ops the generator knows and exit")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per graph")
     a = ap.parse_args(argv)
@@ -120,6 +122,6 @@ def main(argv=None) -> int:
                            flush=True)) if a.verbose else None
     s = fuzz(a.backend, a.count, a.seed, native=a.native, timeout=a.timeout, jobs=a.jobs, out=a.out, ops=ops,
              max_nodes=a.max_nodes, use_ort=False if a.no_ort else None, do_shrink=not a.no_shrink,
-             start=a.start, log=log)
+             start=a.start, log=log, twice=a.twice)
     report(s)
     return 1 if s["failures"] else 0

@@ -6,7 +6,8 @@ says UnsupportedOp/Lowering/Backend error); ambiguous (glow's backends agree, on
 and onnx.reference does not side with onnxruntime: a spec ambiguity, verdict recorded). Failures:
 mismatch (backend != reference), ort-mismatch (glow != onnxruntime and onnx.reference agrees with
 onnxruntime), error (one side raises a GlowError the other does not), internal (a non-GlowError
-escaped), crash, hang.
+escaped), crash, hang, unstable (with twice=True: a second compile in the same process gives other
+outputs).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 from ..compare import mismatch
 from .worker import HEADER, send
 
-FAILING = ("mismatch", "ort-mismatch", "error", "internal", "crash", "hang")
+FAILING = ("mismatch", "ort-mismatch", "error", "internal", "crash", "hang", "unstable")
 REFUSALS = ("UnsupportedOpError", "LoweringError", "BackendError")
 
 
@@ -152,8 +153,8 @@ def onnx_reference(model_bytes, feeds) -> dict | None:
 class Runner:
     """Runs cases for one backend: a glow worker (reference + backend) and, if installed, an ort one."""
 
-    def __init__(self, backend, native=None, timeout=60.0, use_ort=None):
-        self.backend, self.native = backend, native
+    def __init__(self, backend, native=None, timeout=60.0, use_ort=None, twice=False):
+        self.backend, self.native, self.twice = backend, native, twice
         self.glow = Worker("glow", timeout)
         self.ort = Worker("ort", timeout) if (have_ort() if use_ort is None else use_ort) else None
 
@@ -169,7 +170,7 @@ class Runner:
         if self.backend == "reference" and self.native is None:
             be = ref
         else:
-            be = self.glow.call(dict(req, backend=self.backend, native=self.native))
+            be = self.glow.call(dict(req, backend=self.backend, native=self.native, twice=self.twice))
         ort = self.ort.call(req) if self.ort else None
         half = uses_float16(model_bytes)
         v = classify(ref, be, ort, self.backend == "reference" and self.native is None, half)
@@ -193,7 +194,7 @@ def _err(r):
 
 def classify(ref, be, ort, same, half=False) -> dict:
     for who, r in (("backend", be), ("reference", ref)):
-        if r["status"] in ("crash", "hang"):
+        if r["status"] in ("crash", "hang", "unstable"):
             return dict(category=r["status"], detail=f"{who}: {r['msg']}")
         if r["status"] == "internal":
             return dict(category="internal", detail=f"{who}: {_err(r)}", tb=r.get("tb", ""))

@@ -6,9 +6,9 @@ that can hide missing symbols in glow's generated code, finding 2 of issue 14); 
 runs onnxruntime for the three-way comparison. A crash or hang kills only the worker; the parent
 (runner.Worker) notices, reports it and starts a fresh one.
 
-Test hooks (never set outside tests): GLOW_FUZZ_INJECT="abort:OP", "hang:OP" or "corrupt:OP" makes
-a glow worker abort, hang, or add 1 to every float output, for a non-reference backend running a
-model containing OP.
+Test hooks (never set outside tests): GLOW_FUZZ_INJECT="abort:OP", "hang:OP", "corrupt:OP" or
+"flaky:OP" makes a glow worker abort, hang, add 1 to every float output, or add 1 to the second
+compile's outputs (with `twice`), for a non-reference backend running a model containing OP.
 """
 
 from __future__ import annotations
@@ -66,6 +66,15 @@ def run_glow(req) -> dict:
         exe = glow.compile(req["model"], backend=req["backend"], native=req.get("native"))
         res = exe.run(dict(req["feeds"]))
         outs = {k: np.asarray(v) for k, v in res.items()}
+        if req.get("twice"):  # compiling is pure: a second compile gives bit-identical outputs
+            again = glow.compile(req["model"], backend=req["backend"], native=req.get("native"))
+            res2 = {k: np.asarray(v) for k, v in again.run(dict(req["feeds"])).items()}
+            if inject == "flaky":
+                res2 = {k: v + 1 if v.dtype.kind == "f" else v for k, v in res2.items()}
+            diff = [k for k in outs if not np.array_equal(outs[k], res2.get(k), equal_nan=outs[k].dtype.kind == "f")]
+            if diff:
+                return dict(status="unstable", msg=f"a second compile in the same process gives other "
+                                                   f"values for {', '.join(diff)}")
     except glow.GlowError as e:
         if type(e).__name__ == "InternalError":  # glow's own "this is a glow bug" wrapper
             return dict(status="internal", kind="InternalError", msg=str(e), tb=traceback.format_exc())
