@@ -49,6 +49,12 @@ def _factor_shape(b, n, rank):
 @gen("Reshape")
 def reshape(b, op):
     x = b.pick(ANY)
+    same = [v for v in b.pool if v.numel == x.numel and v.shape != x.shape and v.rank and x.numel]
+    if same and b.chance(0.3):  # Reshape(x, Shape(y)): a shape computed in the graph
+        y = b.choice(same)
+        (s,) = b.node("Shape", [y], [out(I64, (y.rank,), max(y.shape), exact=True)], pool=False)
+        b.node(op, [x, s], [_keep(x, y.shape)])
+        return True
     rank = b.randint(1 if x.numel != 1 else 0, 4) if x.numel else b.randint(1, 4)
     shape = _factor_shape(b, x.numel, rank) if rank else []
     spec = list(shape)
