@@ -16,8 +16,8 @@ import onnx
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
 from . import api
-from .plugins import registry
 from .errors import BackendError, InputError
+from .plugins import registry
 
 #: ONNX's device types (onnx.backend.base.DeviceType) and the glow backend that runs each.
 DEVICE_BACKENDS = {"CPU": "cpu", "CUDA": "cuda"}
@@ -90,6 +90,7 @@ class GlowBackend(Backend):
 
     @classmethod
     def run_model(cls, model, inputs, device: str | None = None, **kwargs):
+        """`prepare(model, device, **kwargs).run(inputs)`: the outputs, in graph-output order."""
         return cls.prepare(model, device, **kwargs).run(inputs)
 
     @classmethod

@@ -1,6 +1,7 @@
 """Regenerate docs/ops.md from the op table, the lowering table and a node-suite run.
 
-    python scripts/gen_ops_doc.py [--backends reference reference:floor]
+    python scripts/gen_ops_doc.py [--backends reference reference:floor cpu opencl]
+    python scripts/gen_ops_doc.py --keep-counts   # op-table columns only, the pass counts kept
 
 Per ONNX op: whether glow imports it (and from which opset), its tier, whether it lowers to the
 floor, and how many of its ONNX node-suite cases pass on each backend.
@@ -32,24 +33,47 @@ def case_op(case, by_name) -> tuple[str, str]:
     return first.domain or "", first.op_type
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--backends", nargs="*", default=["reference", "reference:floor"])
-    a = p.parse_args()
-    cases = collect_cases()
+def count_passes(cases, backends):
+    """Run the node suite: (per backend, Counter of (domain, op) -> cases passed; per backend, total)."""
+    by_name = {c.name: c for c in cases}
+    passes = {b: collections.Counter() for b in backends}
+    totals = {b: 0 for b in backends}
+    for b in backends:
+        name, _, native = b.partition(":")
+        for c in cases:
+            if run_case(c, name, native or None) is None:
+                passes[b][case_op(c, by_name)] += 1
+                totals[b] += 1
+    return passes, totals
+
+
+def counts_from_doc(text: str):
+    """The backends, per-op pass counts and totals written in an existing docs/ops.md: the part of
+    it that needs a node-suite run (minutes per backend), so the rest can be regenerated and
+    checked without one."""
+    lines = text.splitlines()
+    head = next(ln for ln in lines if ln.startswith("| op | domain |"))
+    backends = [c.strip() for c in head.strip("|").split("|")[6:]]
+    passes = {b: collections.Counter() for b in backends}
+    for ln in lines[lines.index(head) + 2:]:
+        if not ln.startswith("|"):
+            break
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        dom = "" if cells[1] == "ai.onnx" else cells[1]
+        for b, cell in zip(backends, cells[6:]):
+            if cell:
+                passes[b][(dom, cells[0])] = int(cell.split("/")[0])
+    suite = next(ln for ln in lines if ln.startswith("- Node suite"))
+    totals = {b: int(re.search(rf"`{re.escape(b)}` passes (\d+)", suite).group(1)) for b in backends}
+    return backends, passes, totals
+
+
+def render(cases, backends, passes, totals) -> str:
+    """docs/ops.md's text from the op table, ONNX's schemas, the node cases and the pass counts."""
     by_name = {c.name: c for c in cases}
     per_op = collections.defaultdict(list)
     for c in cases:
         per_op[case_op(c, by_name)].append(c)
-    passes = {b: collections.Counter() for b in a.backends}
-    totals = {b: 0 for b in a.backends}
-    for b in a.backends:
-        name, _, native = b.partition(":")
-        for c in cases:
-            if run_case(c, name, native or None) is None:
-                key = case_op(c, by_name)
-                passes[b][key] += 1
-                totals[b] += 1
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         schemas = {}
@@ -71,10 +95,10 @@ def main():
         versions = sorted(schemas.get((dom, name), []))
         since = f"{max(opdef.onnx_since, min(versions) if versions else 0)}+" if opdef else "no"
         n_cases = len(per_op.get((dom, name), []))
-        counts = " | ".join(f"{passes[b][(dom, name)]}/{n_cases}" if n_cases else "" for b in a.backends)
+        counts = " | ".join(f"{passes[b][(dom, name)]}/{n_cases}" if n_cases else "" for b in backends)
         rows.append(f"| {name} | {dom or 'ai.onnx'} | {since} | {opdef.tier.value if opdef else ''} | "
                     f"{lowers} | {', '.join(map(str, versions))} | {counts} |")
-    head = " | ".join(a.backends)
+    head = " | ".join(backends)
     lines = [
         "# Op coverage",
         "",
@@ -82,21 +106,40 @@ def main():
         "",
         f"- ONNX ops known to onnx {onnx.__version__} (plus ops in the node suite): {len(keys)}; "
         f"imported by glow: {imported}.",
-        f"- Node suite ({len(cases)} cases): " + ", ".join(f"`{b}` passes {totals[b]}" for b in a.backends) + ".",
+        f"- Node suite ({len(cases)} cases): " + ", ".join(f"`{b}` passes {totals[b]}" for b in backends) + ".",
         "- *imported*: the first opset glow imports the op at ('no' = not imported).",
         "- *lowers*: `floor` = a primitive of the floor; `rule` = has a lowering rule; `-` = neither",
         "  (backends must support it natively).",
         "- *ONNX versions*: the opset versions in which ONNX changed the op.",
         "",
         f"| op | domain | imported | tier | lowers | ONNX versions | {head} |",
-        "|---|---|---|---|---|---|" + "---|" * len(a.backends),
+        "|---|---|---|---|---|---|" + "---|" * len(backends),
         *rows,
         "",
     ]
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--backends", nargs="*", default=["reference", "reference:floor", "cpu", "opencl"])
+    p.add_argument("--keep-counts", action="store_true",
+                   help="keep the pass counts (and backends) docs/ops.md has; regenerate the rest "
+                   "without running the node suite")
+    a = p.parse_args()
+    cases = collect_cases()
+    if a.keep_counts:
+        with open(OUT) as f:
+            backends, passes, totals = counts_from_doc(f.read())
+    else:
+        backends = a.backends
+        passes, totals = count_passes(cases, backends)
+    text = render(cases, backends, passes, totals)
     with open(OUT, "w") as f:
-        f.write("\n".join(lines))
+        f.write(text)
+    imported = text.split("imported by glow: ")[1].split(".")[0]
     print(f"wrote {os.path.normpath(OUT)}: {imported} imported ops; " +
-          ", ".join(f"{b}: {totals[b]}/{len(cases)}" for b in a.backends))
+          ", ".join(f"{b}: {totals[b]}/{len(cases)}" for b in backends))
 
 
 if __name__ == "__main__":
