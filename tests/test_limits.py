@@ -161,7 +161,7 @@ def _opencl_reason() -> str | None:
     return None
 
 
-BACKENDS = ["reference", "cpu", pytest.param("opencl", marks=pytest.mark.opencl)]
+BACKENDS = ["reference", "reference-ir", "cpu", pytest.param("opencl", marks=pytest.mark.opencl)]
 
 
 def _skip_unavailable(backend):

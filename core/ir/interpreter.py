@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import GraphError
+from ..interpreter import check_outputs
 from .instr import ACTIVATION, ALIGNMENT, INPUT, OUTPUT, WEIGHT, Expr, Instr, IRFunction
 
 
@@ -113,6 +114,8 @@ class IRProgram:
                 env.pop(id(i.outputs[0]), None)
             return
         args = [self._read(o, env) for o in i.inputs]
+        if kind not in ("copy", "fused"):  # before NumPy allocates a boxed (run-time shaped) result
+            check_outputs(i, args if i.n_args is None else args[:i.n_args])
         try:
             if kind == "copy":
                 results = [args[0]]
