@@ -9,25 +9,48 @@ or None when nothing is known. Types are immutable and hashable.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-import ml_dtypes
 import numpy as np
-from onnx import TensorProto
 
 from .errors import GraphError
+
+# ONNX's TensorProto.DataType codes (fixed by the ONNX spec; tests/test_graph.py checks them against
+# the onnx package). Spelled here so that `import glow` needs neither onnx nor ml_dtypes: importing
+# either costs over a second, and most processes (the CLI's help, `glow backends`) use neither.
+_ONNX_CODES = {"FLOAT": 1, "UINT8": 2, "INT8": 3, "UINT16": 4, "INT16": 5, "INT32": 6, "INT64": 7,
+               "STRING": 8, "BOOL": 9, "FLOAT16": 10, "DOUBLE": 11, "UINT32": 12, "UINT64": 13,
+               "COMPLEX64": 14, "COMPLEX128": 15, "BFLOAT16": 16, "FLOAT8E4M3FN": 17, "FLOAT8E4M3FNUZ": 18,
+               "FLOAT8E5M2": 19, "FLOAT8E5M2FNUZ": 20, "UINT4": 21, "INT4": 22, "FLOAT4E2M1": 23,
+               "FLOAT8E8M0": 24, "UINT2": 25, "INT2": 26}
+
+
+_NP: dict = {}  # DType name -> NumPy dtype, resolved on first use
 
 
 @dataclass(frozen=True, slots=True)
 class DType:
-    """An element type. `np` is the NumPy dtype used to hold it (ml_dtypes for the exotic ones)."""
+    """An element type. `np` is the NumPy dtype used to hold it (ml_dtypes for the exotic ones,
+    imported on first use)."""
 
     name: str
-    np: np.dtype
-    onnx: int
+    holder: object = field(repr=False, compare=False)  # a NumPy type, or the name of an ml_dtypes one
+    onnx: int = 0
     is_float: bool = False
     is_int: bool = False
     is_signed: bool = False
+
+    @property
+    def np(self) -> np.dtype:
+        try:
+            return _NP[self.name]
+        except KeyError:
+            h = self.holder
+            if isinstance(h, str):
+                import ml_dtypes
+
+                h = getattr(ml_dtypes, h)
+            return _NP.setdefault(self.name, np.dtype(h))
 
     @property
     def itemsize(self) -> int:
@@ -38,43 +61,42 @@ class DType:
 
 
 def _d(name, npdt, onnx_code, kind):
-    return DType(name, np.dtype(npdt), onnx_code, is_float=kind == "f", is_int=kind in "iu",
-                 is_signed=kind in "fi")
+    return DType(name, npdt, onnx_code, is_float=kind == "f", is_int=kind in "iu", is_signed=kind in "fi")
 
 
-float32 = _d("float32", np.float32, TensorProto.FLOAT, "f")
-float64 = _d("float64", np.float64, TensorProto.DOUBLE, "f")
-float16 = _d("float16", np.float16, TensorProto.FLOAT16, "f")
-bfloat16 = _d("bfloat16", ml_dtypes.bfloat16, TensorProto.BFLOAT16, "f")
-float8e4m3fn = _d("float8e4m3fn", ml_dtypes.float8_e4m3fn, TensorProto.FLOAT8E4M3FN, "f")
-float8e4m3fnuz = _d("float8e4m3fnuz", ml_dtypes.float8_e4m3fnuz, TensorProto.FLOAT8E4M3FNUZ, "f")
-float8e5m2 = _d("float8e5m2", ml_dtypes.float8_e5m2, TensorProto.FLOAT8E5M2, "f")
-float8e5m2fnuz = _d("float8e5m2fnuz", ml_dtypes.float8_e5m2fnuz, TensorProto.FLOAT8E5M2FNUZ, "f")
-float8e8m0 = _d("float8e8m0", ml_dtypes.float8_e8m0fnu, TensorProto.FLOAT8E8M0, "f")
-float4e2m1 = _d("float4e2m1", ml_dtypes.float4_e2m1fn, TensorProto.FLOAT4E2M1, "f")
-int8 = _d("int8", np.int8, TensorProto.INT8, "i")
-int16 = _d("int16", np.int16, TensorProto.INT16, "i")
-int32 = _d("int32", np.int32, TensorProto.INT32, "i")
-int64 = _d("int64", np.int64, TensorProto.INT64, "i")
-uint8 = _d("uint8", np.uint8, TensorProto.UINT8, "u")
-uint16 = _d("uint16", np.uint16, TensorProto.UINT16, "u")
-uint32 = _d("uint32", np.uint32, TensorProto.UINT32, "u")
-uint64 = _d("uint64", np.uint64, TensorProto.UINT64, "u")
-int4 = _d("int4", ml_dtypes.int4, TensorProto.INT4, "i")
-uint4 = _d("uint4", ml_dtypes.uint4, TensorProto.UINT4, "u")
-int2 = _d("int2", ml_dtypes.int2, TensorProto.INT2, "i")
-uint2 = _d("uint2", ml_dtypes.uint2, TensorProto.UINT2, "u")
-bool_ = _d("bool", np.bool_, TensorProto.BOOL, "b")
-string = _d("string", np.object_, TensorProto.STRING, "s")
-complex64 = _d("complex64", np.complex64, TensorProto.COMPLEX64, "c")
-complex128 = _d("complex128", np.complex128, TensorProto.COMPLEX128, "c")
+float32 = _d("float32", np.float32, _ONNX_CODES["FLOAT"], "f")
+float64 = _d("float64", np.float64, _ONNX_CODES["DOUBLE"], "f")
+float16 = _d("float16", np.float16, _ONNX_CODES["FLOAT16"], "f")
+bfloat16 = _d("bfloat16", "bfloat16", _ONNX_CODES["BFLOAT16"], "f")
+float8e4m3fn = _d("float8e4m3fn", "float8_e4m3fn", _ONNX_CODES["FLOAT8E4M3FN"], "f")
+float8e4m3fnuz = _d("float8e4m3fnuz", "float8_e4m3fnuz", _ONNX_CODES["FLOAT8E4M3FNUZ"], "f")
+float8e5m2 = _d("float8e5m2", "float8_e5m2", _ONNX_CODES["FLOAT8E5M2"], "f")
+float8e5m2fnuz = _d("float8e5m2fnuz", "float8_e5m2fnuz", _ONNX_CODES["FLOAT8E5M2FNUZ"], "f")
+float8e8m0 = _d("float8e8m0", "float8_e8m0fnu", _ONNX_CODES["FLOAT8E8M0"], "f")
+float4e2m1 = _d("float4e2m1", "float4_e2m1fn", _ONNX_CODES["FLOAT4E2M1"], "f")
+int8 = _d("int8", np.int8, _ONNX_CODES["INT8"], "i")
+int16 = _d("int16", np.int16, _ONNX_CODES["INT16"], "i")
+int32 = _d("int32", np.int32, _ONNX_CODES["INT32"], "i")
+int64 = _d("int64", np.int64, _ONNX_CODES["INT64"], "i")
+uint8 = _d("uint8", np.uint8, _ONNX_CODES["UINT8"], "u")
+uint16 = _d("uint16", np.uint16, _ONNX_CODES["UINT16"], "u")
+uint32 = _d("uint32", np.uint32, _ONNX_CODES["UINT32"], "u")
+uint64 = _d("uint64", np.uint64, _ONNX_CODES["UINT64"], "u")
+int4 = _d("int4", "int4", _ONNX_CODES["INT4"], "i")
+uint4 = _d("uint4", "uint4", _ONNX_CODES["UINT4"], "u")
+int2 = _d("int2", "int2", _ONNX_CODES["INT2"], "i")
+uint2 = _d("uint2", "uint2", _ONNX_CODES["UINT2"], "u")
+bool_ = _d("bool", np.bool_, _ONNX_CODES["BOOL"], "b")
+string = _d("string", np.object_, _ONNX_CODES["STRING"], "s")
+complex64 = _d("complex64", np.complex64, _ONNX_CODES["COMPLEX64"], "c")
+complex128 = _d("complex128", np.complex128, _ONNX_CODES["COMPLEX128"], "c")
 
 ALL = (float32, float64, float16, bfloat16, float8e4m3fn, float8e4m3fnuz, float8e5m2, float8e5m2fnuz,
        float8e8m0, float4e2m1, int8, int16, int32, int64, uint8, uint16, uint32, uint64, int4, uint4,
        int2, uint2, bool_, string, complex64, complex128)
 BY_NAME = {d.name: d for d in ALL}
 BY_ONNX = {d.onnx: d for d in ALL}
-_BY_NP = {d.np: d for d in ALL}
+_BY_NP: dict = {}  # filled on first use: it needs ml_dtypes
 
 FLOATS = frozenset(d for d in ALL if d.is_float)
 INTS = frozenset(d for d in ALL if d.is_int)
@@ -88,6 +110,8 @@ def from_numpy(dt) -> DType:
     dt = np.dtype(getattr(dt, "dtype", dt))
     if dt.kind in "US":
         return string
+    if not _BY_NP:
+        _BY_NP.update({d.np: d for d in ALL})
     try:
         return _BY_NP[dt]
     except KeyError:
@@ -98,7 +122,8 @@ def from_onnx(code: int) -> DType:
     try:
         return BY_ONNX[code]
     except KeyError:
-        name = TensorProto.DataType.Name(code) if code in TensorProto.DataType.values() else code
+        names = {v: k for k, v in _ONNX_CODES.items()}
+        name = names.get(code, code)
         raise GraphError(f"unsupported ONNX element type {name}") from None
 
 

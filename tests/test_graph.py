@@ -119,3 +119,16 @@ def test_interpreter_checks_inputs():
         glow.run_graph(g, {"x": np.zeros((2, 3), np.float32), "q": 1})
     with pytest.raises(glow.InputError, match="expected shape"):
         glow.run_graph(g, {"x": np.zeros((3, 3), np.float32)})
+
+
+def test_element_type_codes_are_onnx_s():
+    """glow.dtypes spells ONNX's element-type codes itself (so `import glow` needs no onnx)."""
+    from onnx import TensorProto
+
+    from glow import dtypes as dt
+
+    for d in dt.ALL:
+        name = {"float32": "FLOAT", "float64": "DOUBLE"}.get(d.name, d.name.upper())
+        assert d.onnx == getattr(TensorProto, name), d
+        assert dt.from_numpy(d.np) is d or d == dt.string
+        assert dt.from_onnx(d.onnx) is d
