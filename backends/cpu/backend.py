@@ -37,16 +37,28 @@ def _deferred(node) -> bool:
     if not node.op.pure or is_host_op(node.op):
         return False
     values = [v for v in node.inputs if v is not None]
-    if all(value_determined(v) for v in values):
+    has_code = ((node.op.domain, node.op.name) in codegen.load_kernels()
+                or rule_for(node.op.name, node.op.domain) is not None)
+    if all(value_determined(v) for v in values) and (not has_code or _values_decide(node)):
         return True  # a constant once the graph is specialised: folding takes it
-    if (node.op.domain, node.op.name) not in codegen.load_kernels() and not rule_for(node.op.name,
-                                                                                     node.op.domain):
+    if not has_code:
         return False
     if any(not v.type.is_static for v in values):
         return True
     fed = [v for v in values if not v.is_constant and value_determined(v)]
     return any(not v.type.is_static for v in node.outputs) and bool(fed) or any(
         v.type.dtype in (dt.int64, dt.int32) for v in fed)
+
+
+def _values_decide(node) -> bool:
+    """Whether input values are what settle `node`: it reads or makes integers (sizes, indices,
+    shapes: a window length, ConstantOfShape's shape) or a result of unknown shape. Float data
+    that only small integer inputs decide (token ids -> embeddings -> a whole encoder) is data,
+    not a shape: deferring it would fold the model into a new program for every input value, so
+    it is lowered now like any other node."""
+    vals = [v for v in node.inputs if v is not None] + list(node.outputs)
+    return any(not isinstance(v.type, dt.TensorType) or not v.type.is_static
+               or not v.type.dtype.is_float for v in vals)
 
 
 def value_determined(v, limit: int = 10_000) -> bool:
