@@ -61,6 +61,11 @@ def _reduction(b):
     return b.choice(opts)
 
 
+def _exact(red, x):
+    """Scattering copies or selects exact values; add/mul round in an unspecified order."""
+    return x.exact and (red in (None, "none", "max", "min") or x.dtype.kind == "i")
+
+
 @gen("ScatterElements")
 def scatter_elements(b, op):
     x = b.pick(FLOATS + INTS, min_rank=1, nonempty=True)
@@ -79,7 +84,7 @@ def scatter_elements(b, op):
     upd = b.input(x.dtype, ishape, "small", pool=False)
     ind = b.const(ind.astype(b.choice([I64, I32])), as_input=b.chance(0.3))
     mag = x.mag * (upd.mag + 1) ** k if red == "mul" else x.mag + k * upd.mag
-    b.node(op, [x, ind, upd], [_keep(x, x.shape, mag=mag, pos=False, noisy=False, exact=red != "mul" and x.exact)],
+    b.node(op, [x, ind, upd], [_keep(x, x.shape, mag=mag, pos=False, noisy=False, exact=_exact(red, x))],
            axis=axis if axis or b.chance(0.5) else None, reduction=red)
     return True
 
@@ -99,7 +104,8 @@ def scatter_nd(b, op):
     ind = b.const(rows.reshape(lead + (q,)).astype(I64), as_input=b.chance(0.3))
     upd = b.input(x.dtype, lead + x.shape[q:], "small", pool=False)
     mag = x.mag * (upd.mag + 1) ** m if red == "mul" else x.mag + m * upd.mag
-    b.node(op, [x, ind, upd], [_keep(x, x.shape, mag=mag, pos=False, noisy=False)], reduction=red)
+    b.node(op, [x, ind, upd], [_keep(x, x.shape, mag=mag, pos=False, noisy=False, exact=_exact(red, x))],
+           reduction=red)
     return True
 
 

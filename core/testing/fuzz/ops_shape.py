@@ -122,7 +122,7 @@ def concat(b, op):
     shape = list(x.shape)
     shape[axis] = sum(v.shape[axis] for v in ins)
     b.node(op, ins, [_keep(x, tuple(shape), mag=max(v.mag for v in ins), noisy=False,
-                           exact=all(v.exact for v in ins))], axis=axis)
+                           pos=all(v.pos for v in ins), exact=all(v.exact for v in ins))], axis=axis)
     return True
 
 
