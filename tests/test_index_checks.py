@@ -243,3 +243,25 @@ def test_cuda_index_checks_compile(op, inputs, attrs, tmp_path):
     res = subprocess.run(["nvcc", "--ptx", "-arch=sm_80", "-o", str(tmp_path / "k.ptx"),
                           str(tmp_path / "k.cu")], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op,inputs,attrs,data,name,good,bads,opset", [
+    # a length past the time axis would read the next batch entry's steps
+    ("ReverseSequence", [("x", T.FLOAT, [4, 2]), ("n", T.INT64, [2])], {"batch_axis": 1, "time_axis": 0},
+     {"x": _data(4, 2)}, "n", [4, 0], [[5, 1], [1, -1]], 18),
+    # linear mode: a window running past the cache's end (or a negative start) is an error
+    ("TensorScatter", [("x", T.FLOAT, [2, 5, 3]), ("u", T.FLOAT, [2, 2, 3]), ("w", T.INT64, [2])],
+     {"mode": "linear", "axis": 1}, {"x": _data(2, 5, 3), "u": -_data(2, 2, 3)}, "w", [3, 0],
+     [[4, 0], [0, -1]], 24),
+])
+def test_lengths_and_window_starts_are_checked(op, inputs, attrs, data, name, good, bads, opset, backend):
+    model = _model(op, inputs, attrs, opset)
+    exe = _compile(model, backend)
+    feeds = {**data, name: np.array(good, np.int64)}
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    np.testing.assert_array_equal(exe.run(feeds)["y"], want)
+    for bad in bads:
+        with pytest.raises(glow.InputError, match=f"'{NODE}"):
+            exe.run({**data, name: np.array(bad, np.int64)})
+    np.testing.assert_array_equal(exe.run(feeds)["y"], want)

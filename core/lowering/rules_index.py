@@ -76,6 +76,14 @@ def _checked(rb, idx, d, scale=1, poison=True):
     return rb.emit1("Where", [ok, rb.emit1("Mul", [w, _i64(rb, scale)]), _i64(rb, POISON)])
 
 
+def _in_range(rb, x, n):
+    """`x` as int64, checked to lie in [0, n) (lengths, window starts: no wrapping). A negative
+    entry is moved below -n first, so the checking Gather rejects it (reporting x - n)."""
+    x = _as_int64(rb, x)
+    shifted = rb.emit1("Where", [rb.emit1("Less", [x, _i64(rb, 0)]), rb.emit1("Sub", [x, _i64(rb, n)]), x])
+    return _checked(rb, shifted, n, poison=False)
+
+
 def _linear(rb, idx, dims, strides, poison=True):
     """sum over c of checked idx[..., c] * strides[c]: the row of each index tuple of `idx`."""
     last = len(idx.type.shape) - 1
@@ -165,7 +173,10 @@ def lower_reverse_sequence(rb, node, ins):
     n0, n1 = shape[:2]
     batch, steps = (n1, n0) if ta == 0 else (n0, n1)
     t = _iota_on_axis(rb, steps, ta, 2)
-    lens = reshape_to(rb, _as_int64(rb, lens), [1, batch] if ta == 0 else [batch, 1])
+    lens = _in_range(rb, lens, steps + 1)  # a length past the time axis would read another entry
+    if lens is None:
+        return None
+    lens = reshape_to(rb, lens, [1, batch] if ta == 0 else [batch, 1])
     back = rb.emit1("Sub", [rb.emit1("Sub", [lens, _i64(rb, 1)]), t])
     src = rb.emit1("Where", [rb.emit1("Less", [t, lens]), back, t])
     b = _iota_on_axis(rb, batch, 1 - ta, 2)
@@ -450,6 +461,10 @@ def lower_tensor_scatter(rb, node, ins):
     def rows(v, n):
         return reshape_to(rb, rb.emit1("Transpose", [v], {"perm": perm}), [batch, n, rest])
 
+    if starts is not None and node.attrs["mode"] == "linear":  # a window past the end: an error
+        starts = _in_range(rb, starts, size - seq + 1)
+        if starts is None:
+            return None
     start = _i64(rb, np.zeros((batch, 1))) if starts is None else reshape_to(rb, starts, [batch, 1])
     step = rb.emit1("Sub", [_i64(rb, np.arange(size), [1, size]), start])  # (B, S)
     if node.attrs["mode"] == "circular":  # starts lie in [0, size): one wrap suffices

@@ -300,6 +300,14 @@ def _tensor_scatter_infer(ctx):
             if len(wshape) != 1:
                 raise ctx.error("write_indices must be 1-D (one index per batch entry)")
             merge_dim(ctx, wshape[0], cache[0], "write_indices length and batch size")
+    starts = ctx.value(2) if ctx.has(2) else None
+    if mode == "linear" and starts is not None and cache is not None and upd is not None:
+        size, seq = cache[axis], upd[axis]
+        if isinstance(size, int) and isinstance(seq, int) and seq:
+            for b, start in enumerate(ints(starts)):  # a constant window past the end
+                if start < 0 or start + seq > size:
+                    raise ctx.error(f"batch {b}: writing {seq} entries at {start} overruns a cache "
+                                    f"of {size}")
     return [ctx.input(0)]
 
 
@@ -570,6 +578,11 @@ def _revseq_infer(ctx):
             raise ctx.error("sequence_lens must be 1-D")
         if shape is not None:
             merge_dim(ctx, lens[0], shape[b], "sequence_lens length and batch size")
+    known = ctx.value(1)
+    if known is not None and shape is not None and isinstance(shape[t], int):
+        for i, n in enumerate(ints(known)):  # constant lengths past the time axis
+            if not 0 <= n <= shape[t]:
+                raise ctx.error(f"sequence_lens[{i}] = {n} outside [0, {shape[t]}]")
     return [ctx.input(0)]
 
 
