@@ -5,8 +5,11 @@ from the file; `python scripts/gen_ops_doc.py` refreshes them)."""
 
 import importlib.util
 import os
+import re
+import shlex
 
 import pytest
+from helpers import backend_unavailable
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 
@@ -67,3 +70,74 @@ def test_ops_md_pass_counts_add_up(ops_doc):
     backends, passes, totals = gen.counts_from_doc(text)
     assert backends and all(sum(passes[b].values()) == totals[b] for b in backends), \
         {b: (sum(passes[b].values()), totals[b]) for b in backends}
+
+
+# -- docs/user-guide.md: its examples run, its commands exist, its variable table is complete -----
+
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+def guide_blocks(lang):
+    return [code for kind, code in FENCE.findall(read("docs/user-guide.md")) if kind == lang]
+
+
+@pytest.mark.skipif(backend_unavailable("cpu") is not None, reason=str(backend_unavailable("cpu")))
+def test_user_guide_python_blocks_run_in_order(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    namespace = {"__name__": "user_guide"}
+    for code in guide_blocks("python"):
+        exec(compile(code, "docs/user-guide.md", "exec"), namespace)  # noqa: S102 - the guide's own
+    out = capsys.readouterr().out
+    assert "['image'] ['probs']\nimage (1, 1, 28, 28) float32\nprobs (1, 10) float32\n(1, 10)\nTrue\nTrue\n" in out
+    assert "True (1, 10)" in out
+    assert "('N', 4)\n(1, 4)\n(3, 4)\n(5, 4)\n" in out
+    assert "unknown input name(s) ['img']; the graph's inputs are ['image']" in out
+    assert "unknown backend 'no-such-backend'" in out and "{'Frobnicate': 1}" in out
+
+
+def guide_commands():
+    """Every `glow ...` command line in the guide's bash blocks, as argv lists (environment
+    assignments in front and `; ...` after dropped)."""
+    out = []
+    for code in guide_blocks("bash"):
+        for line in code.splitlines():
+            words = shlex.split(line, comments=True)
+            while words and re.match(r"^[A-Z_]+=", words[0]):
+                words.pop(0)
+            if words and words[0] == "glow":
+                cut = [i for i, w in enumerate(words) if w.endswith(";")]
+                words = words[:cut[0] + 1] if cut else words
+                words[-1] = words[-1].rstrip(";")
+                out.append(words[1:])
+    return out
+
+
+def test_user_guide_commands_parse_with_todays_cli():
+    """The guide's commands and options exist (they were run by hand when written: see the guide;
+    running them all here would take minutes). A renamed or removed option fails here."""
+    from glow.cli import build_parser
+
+    commands = guide_commands()
+    assert len(commands) >= 15
+    for argv in commands:
+        try:
+            build_parser().parse_args(argv)
+        except SystemExit as e:
+            pytest.fail(f"docs/user-guide.md: `glow {' '.join(argv)}` does not parse (exit {e.code})")
+    subcommands = {argv[0] for argv in commands}
+    assert {"run", "compile", "partition", "bench", "backends", "conformance", "new-backend"} <= subcommands
+
+
+def test_user_guide_lists_every_environment_variable_glow_reads():
+    used = set()
+    for top in ("core", "backends"):
+        for folder, _, names in os.walk(os.path.join(ROOT, top)):
+            for n in names:
+                if n.endswith(".py"):
+                    with open(os.path.join(folder, n)) as f:
+                        used |= set(re.findall(r"\bGLOW_[A-Z][A-Z0-9_]*\b", f.read()))
+    text = read("docs/user-guide.md")
+    table = text[text.index("## Environment variables"):]
+    listed = set(re.findall(r"^\| `(GLOW_[A-Z0-9_]+)` \|", table, re.MULTILINE))
+    assert used - listed == set(), f"read by glow, missing from the user guide's table: {sorted(used - listed)}"
+    assert listed - used == set(), f"in the user guide's table, read nowhere: {sorted(listed - used)}"
