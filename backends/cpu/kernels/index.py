@@ -96,15 +96,16 @@ def emit_gather(cg, instr):
         raw = k
         k = b.select(b.icmp_signed("<", k, kb.i64(0)), b.add(k, kb.i64(D)), k)
         dst = b.mul(row, kb.i64(B))
+        n = 16 if B >= 16 else 1  # short rows (the index tables of lowered gathers): scalar copies
         # one unsigned compare: a still-negative k is huge
         with b.if_else(b.icmp_unsigned("<", k, kb.i64(D)), likely=True) as (ok, bad):
             with ok:
                 src = b.mul(b.add(b.mul(a, kb.i64(D)), k), kb.i64(B))
                 lanes_loop(kb, 0, B, lambda L, j: L.store(L.load(x, b.add(src, j), mover, False), y,
-                                                          b.add(dst, j), mover))
+                                                          b.add(dst, j), mover), n)
             with bad:
                 record_bad_index(kb, site, WRAPS, raw, D)
-                lanes_loop(kb, 0, B, lambda L, j: L.store(L.const(mover, 0), y, b.add(dst, j), mover))
+                lanes_loop(kb, 0, B, lambda L, j: L.store(L.const(mover, 0), y, b.add(dst, j), mover), n)
     kb.finish()
     args = [cg.ptr(data), cg.ptr(idx), cg.ptr(out), kb.i64(site_id(instr.name))]
     call_split(cg, kb.fn, args, rows * B < PARALLEL_MIN)
