@@ -1,8 +1,9 @@
 """Out-of-range data indices are an error on every backend (ONNX's rule), never a clamp, a wrap
 to 32 bits or a read of another row (issue 14, finding 4).
 
-Each indexing op runs on the reference, cpu, cpu with only the floor (`native="floor"`: the ops
-lower to floor Gathers) and opencl (skipped without a platform). A bad index must raise an
+Each indexing op runs on the reference, reference-ir (the instruction IR interpreted), cpu, cpu
+with only the floor (`native="floor"`: the ops lower to floor Gathers) and opencl (skipped
+without a platform). A bad index must raise an
 InputError naming the node, the index and the bound after the run; valid negative indices must
 still give onnx.reference's answer; the executable must work again on the next good run; a
 constant bad index is a GraphError when the model is loaded.
@@ -35,6 +36,7 @@ def _opencl_reason() -> str | None:
 OPENCL = _opencl_reason()
 BACKENDS = [
     pytest.param(("reference", None), id="reference"),
+    pytest.param(("reference-ir", None), id="reference-ir"),
     pytest.param(("cpu", None), id="cpu"),
     pytest.param(("cpu", "floor"), id="cpu-floor"),
     pytest.param(("opencl", None), id="opencl", marks=[

@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import GraphError
+from ..errors import GraphError, InputError
 from ..interpreter import check_outputs
 from .instr import ACTIVATION, ALIGNMENT, INPUT, OUTPUT, WEIGHT, Expr, Instr, IRFunction
 
@@ -125,6 +125,8 @@ class IRProgram:
                 results = self._kernel(i, args)
         except GraphError:
             raise
+        except InputError as e:  # bad data met inside an op (an out-of-range index): name it
+            raise InputError(f"node '{i.name}' ({i.opname}): {e}") from None
         except Exception as e:  # name the instruction: a bare NumPy error is useless to a user
             raise GraphError(f"instruction '{i.name}' ({i.opname}) failed in the IR interpreter: "
                              f"{type(e).__name__}: {e}") from e
