@@ -87,7 +87,7 @@ def _case_with(op, seed=2):
 def test_crash_and_hang_are_caught_and_the_worker_restarts(monkeypatch, what):
     monkeypatch.setenv("GLOW_FUZZ_INJECT", f"{what}:Relu")
     case = _case_with("Relu")
-    r = Runner("reference-ir", timeout=15 if what == "hang" else 60, use_ort=False)
+    r = Runner("reference-ir", timeout=5 if what == "hang" else 60, use_ort=False)
     try:
         v = r.run(case.model.SerializeToString(), case.feeds)
         assert v["category"] == ("crash" if what == "abort" else "hang"), v

@@ -28,6 +28,7 @@ from .worker import HEADER, send
 
 FAILING = ("mismatch", "ort-mismatch", "error", "internal", "crash", "hang", "unstable")
 REFUSALS = ("UnsupportedOpError", "LoweringError", "BackendError")
+STARTUP_S = 300.0  # importing glow on a loaded machine; not part of a case's timeout
 
 
 class Worker:
@@ -40,6 +41,21 @@ class Worker:
         self.err = tempfile.TemporaryFile()
         self.proc = subprocess.Popen([sys.executable, "-m", "glow.testing.fuzz.worker", self.mode],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err)
+        return self._reply(STARTUP_S, "starting")
+
+    def _reply(self, seconds, doing):
+        """The next reply within `seconds`, or a crash/hang verdict (the worker then killed)."""
+        deadline = _now() + seconds
+        head = self._read(HEADER.size, deadline)
+        if head is None:
+            self.close()
+            return dict(status="hang", msg=f"no answer within {seconds:g}s {doing} (worker killed)")
+        if len(head) < HEADER.size:
+            return self._died()
+        body = self._read(HEADER.unpack(head)[0], deadline)
+        if not body:
+            return self._died() if body == b"" else dict(status="hang", msg="reply cut off")
+        return pickle.loads(body)
 
     def _read(self, n, deadline):
         buf = b""
@@ -56,22 +72,14 @@ class Worker:
 
     def call(self, req: dict) -> dict:
         if self.proc is None or self.proc.poll() is not None:
-            self._start()
+            ready = self._start()
+            if ready.get("status") != "ready":
+                return ready
         try:
             send(self.proc.stdin, req)
         except (BrokenPipeError, OSError):
             return self._died()
-        deadline = _now() + self.timeout
-        head = self._read(HEADER.size, deadline)
-        if head is None:
-            self.close()
-            return dict(status="hang", msg=f"no answer within {self.timeout:g}s (worker killed)")
-        if len(head) < HEADER.size:
-            return self._died()
-        body = self._read(HEADER.unpack(head)[0], deadline)
-        if not body:
-            return self._died() if body == b"" else dict(status="hang", msg="reply cut off")
-        return pickle.loads(body)
+        return self._reply(self.timeout, "compiling and running")
 
     def _died(self):
         rc = self.proc.wait()

@@ -108,6 +108,11 @@ def main(argv=None) -> int:
     os.dup2(2, 1)  # whatever native code prints goes to stderr, never into the replies
     inp = sys.stdin.buffer
     handler = run_ort if mode == "ort" else run_glow
+    if mode == "ort":
+        import onnxruntime  # noqa: F401
+    else:
+        import glow  # noqa: F401
+    send(out, dict(status="ready"))  # the per-case timeout starts after the imports
     while True:
         req = recv(inp)
         if req is None:
