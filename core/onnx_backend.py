@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import onnx
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
 from . import api
@@ -56,11 +55,12 @@ def resolve(device: str | None = None, backend: str | None = None):
 
 
 class GlowRep(BackendRep):
-    def __init__(self, exe, model: onnx.ModelProto):
+    def __init__(self, exe, model=None):
         self.exe = exe
-        init = {t.name for t in model.graph.initializer}
-        self.input_names = [i.name for i in model.graph.input if i.name not in init]
-        self.output_names = [o.name for o in model.graph.output]
+        # The compiled graph's names (initializers are not inputs): right for a ModelProto, a
+        # path or a glow Graph alike.
+        self.input_names = list(exe.input_names)
+        self.output_names = list(exe.output_names)
 
     def run(self, inputs, **kwargs):
         if isinstance(inputs, dict):
@@ -86,7 +86,7 @@ class GlowBackend(Backend):
             exe = api.compile(model, backend=be.name, **kwargs)
         else:  # a device other than the backend's first: a one-device placement pins it
             exe = api.compile(model, devices=[dev], **kwargs)
-        return GlowRep(exe, model)
+        return GlowRep(exe)
 
     @classmethod
     def run_model(cls, model, inputs, device: str | None = None, **kwargs):

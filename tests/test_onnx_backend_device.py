@@ -123,3 +123,15 @@ def test_run_node_and_run_model_take_the_device(compiled_for):
 def test_supports_device_answers_for_what_is_available():
     assert gb.supports_device("CPU") == (backend_unavailable("cpu") is None)
     assert gb.supports_device("CUDA") == (backend_unavailable("cuda") is None)
+
+
+def test_prepare_takes_a_path_or_a_graph_like_glow_compile(tmp_path):
+    """Input and output names come from the compiled graph, not from a ModelProto's fields."""
+    import onnx
+
+    path = tmp_path / "m.onnx"
+    onnx.save(add_const_model(), path)
+    for model in (str(path), glow.load_onnx(add_const_model())):
+        rep = gb.prepare(model, backend="reference")
+        assert rep.input_names == ["x"] and rep.output_names == ["y"]
+        _run(rep)
