@@ -52,7 +52,8 @@ def generate(seed: int, index: int, ops=None, max_nodes: int = 8) -> Case:
         if why is None:
             return Case(seed, index, model, b.feeds, list(b.ops_used), b.opset, rejected)
         rejected.append((b.ops_used[:], why))
-    raise RuntimeError(f"no valid graph for seed {seed} index {index}: {rejected[-1]}")
+    why = rejected[-1] if rejected else "no op of the selection exists at the opsets drawn"
+    raise RuntimeError(f"no valid graph for seed {seed} index {index}: {why}")
 
 
 def build(rng, ops, max_nodes):
