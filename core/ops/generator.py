@@ -129,7 +129,11 @@ def _range_count(start, limit, delta):
     if start.dtype.kind in "iu":
         s, lim, d = int(start), int(limit), int(delta)
         return max(0, -((s - lim) // d))
-    return max(0, math.ceil(float((limit - start) / delta)))
+    with np.errstate(all="ignore"):
+        q = float((limit - start) / delta)
+    if not math.isfinite(q):  # inf/NaN bounds, or a count past float range: no tensor has it
+        raise ValueError(f"the element count ({limit} - {start}) / {delta} is not finite")
+    return max(0, math.ceil(q))
 
 
 def _scalars(vals, npdt):
@@ -158,7 +162,11 @@ def _range_infer(ctx):
     start, limit, delta = _scalars(vals, npdt)
     if delta == 0:
         raise ctx.error("delta must be non-zero")
-    return [dt.TensorType((_range_count(start, limit, delta),), ctx.dtype(0))]
+    try:
+        n = _range_count(start, limit, delta)
+    except ValueError as e:
+        raise ctx.error(str(e)) from None
+    return [dt.TensorType((n,), ctx.dtype(0))]
 
 
 def _range_ref(start, limit, delta, stash_type=dt.float32):
