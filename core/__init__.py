@@ -8,6 +8,7 @@ from .errors import (
     GlowError,
     GraphError,
     InputError,
+    InternalError,
     LoweringError,
     ModelLoadError,
     UnsupportedOpError,
@@ -21,7 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "API_VERSION", "Backend", "BackendError", "CompileOptions", "Device", "Executable", "GlowError",
-    "Graph", "GraphBuilder", "GraphError", "InputError", "LoweringError", "ModelLoadError", "Node",
-    "UnsupportedOpError", "Value", "available_backends", "compile", "dtypes", "hookimpl",
+    "Graph", "GraphBuilder", "GraphError", "InputError", "InternalError", "LoweringError",
+    "ModelLoadError", "Node", "UnsupportedOpError", "Value", "available_backends", "compile", "dtypes", "hookimpl",
     "load_onnx", "run_graph",
 ]

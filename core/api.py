@@ -7,7 +7,7 @@ import os
 import onnx
 
 from .backend import CompileOptions, Executable
-from .errors import BackendError
+from .errors import BackendError, internal_errors
 from .graph import Graph
 from .onnx_import import load_onnx
 from .plugins import registry
@@ -41,6 +41,15 @@ def compile(model, backend: str | None = None, *, native: str | None = None,
     falling back from the first device) and `objective` ("latency" or "throughput") steer it.
     """
     graph = _as_graph(model)
+    what = f"compiling graph '{graph.name}' for " + (f"devices {devices}" if devices else
+                                                     f"backend '{backend or 'default'}'")
+    with internal_errors(what):  # a non-GlowError from here on is a glow bug: InternalError
+        return _compile(graph, backend, native=native, threads=threads, devices=devices,
+                        optimize=optimize, pins=pins, bans=bans, strict=strict, objective=objective)
+
+
+def _compile(graph, backend, *, native, threads, devices, optimize, pins, bans, strict,
+             objective) -> Executable:
     if native not in (None, "floor", "all"):
         raise BackendError(f"unknown --native set '{native}' (expected 'floor' or 'all')")
     if devices:

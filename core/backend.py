@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import BackendError
+from .errors import BackendError, InternalError, internal_errors
 from .graph import Graph, Node
 from .interpreter import check_inputs
 
@@ -48,7 +48,14 @@ class CompileOptions:
 
 
 class Executable:
-    """A compiled graph. `run({name: array}) -> {name: array}`, inputs checked against the graph."""
+    """A compiled graph. `run({name: array}) -> {name: array}`, inputs checked against the graph.
+
+    Subclasses implement `_run(feeds)`, returning the outputs in the graph's output order keyed
+    by the graph's output names or by the names of the IR's output buffers (which differ where
+    an output is also an input or a weight: IR buffer names are unique, so `x` out is `x_1`).
+    `run` keys them by the graph's output names either way, and turns any exception other
+    than a GlowError into an InternalError (a glow bug, with the node it was working on).
+    """
 
     def __init__(self, graph: Graph):
         self.graph = graph
@@ -62,10 +69,22 @@ class Executable:
         return self.graph.output_names
 
     def run(self, feeds: dict) -> dict:
-        return self._run(check_inputs(self.graph, feeds))
+        feeds = check_inputs(self.graph, feeds)
+        with internal_errors(f"running graph '{self.graph.name}' on {type(self).__name__}"):
+            return _by_output_name(self._run(feeds), self.output_names)
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def _by_output_name(outs: dict, names: list[str]) -> dict:
+    if list(outs) == names:
+        return outs
+    if set(outs) == set(names):
+        return {n: outs[n] for n in names}
+    if len(outs) == len(names):  # keyed by IR buffer names, in graph output order (see above)
+        return dict(zip(names, outs.values()))
+    raise InternalError(f"executable returned outputs {sorted(outs)}, the graph has {names}")
 
 
 class Backend:

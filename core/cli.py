@@ -6,11 +6,11 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 
 import numpy as np
 
-from .errors import GlowError, InputError
+from .errors import GlowError, InputError, InternalError, internal_errors
+from .fileio import check_writable, write_atomic
 
 EXIT_BAD_INPUT = 2
 
@@ -22,7 +22,8 @@ def main(argv=None) -> int:
         parser.print_help()
         return EXIT_BAD_INPUT
     try:
-        return args.func(args) or 0
+        with internal_errors(f"glow {argv_command(args)}"):  # a bug says what it was doing
+            return args.func(args) or 0
     except GlowError as e:
         print(f"glow: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -33,11 +34,16 @@ def main(argv=None) -> int:
         sys.stderr.close()
         return 0
     except Exception as e:  # a glow bug: one line, the traceback only on request
-        if os.environ.get("GLOW_DEBUG"):
+        if os.environ.get("GLOW_DEBUG", "") not in ("", "0"):
             raise
-        print(f"glow: internal error: {type(e).__name__}: {e} (set GLOW_DEBUG=1 for a traceback)",
-              file=sys.stderr)
+        detail = e.detail if isinstance(e, InternalError) else f"{type(e).__name__}: {e}"
+        print(f"glow: internal error (glow bug): {' '.join(detail.split())} (set GLOW_DEBUG=1 for "
+              "a traceback)", file=sys.stderr)
         return 1
+
+
+def argv_command(args) -> str:
+    return getattr(args.func, "__name__", "command").removeprefix("cmd_").replace("_", "-")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -211,6 +217,8 @@ def cmd_partition(args) -> int:
     from .partition import partition
 
     kw = _placement_kwargs(args)
+    if args.report:
+        check_writable(args.report, "placement report")
     placement = partition(args.model, kw.pop("devices"), **kw)
     if args.report:
         placement.write(args.report)
@@ -245,6 +253,8 @@ def cmd_run(args) -> int:
         raise InputError("pass either --backend or --devices, not both")
     if args.backend:
         registry().get(args.backend)  # an unknown or unavailable backend fails before any work
+    if args.outputs:
+        check_writable(args.outputs, "outputs")  # so does an output file that cannot be written
     graph = load_onnx(args.model)
     feeds = _load_inputs(args.inputs, graph) if args.inputs else make_inputs(graph, args.seed)
     if placement["devices"]:
@@ -304,18 +314,8 @@ def _load_inputs(path: str, graph) -> dict:
 
 def _save_npz_atomic(path: str, arrays: dict):
     """Write to a temporary file in the same folder, then rename: never a partial output file."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise InputError(f"{path}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(suffix=".npz", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **{k: np.asarray(v) for k, v in arrays.items() if v is not None})
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, lambda f: np.savez(f, **{k: np.asarray(v) for k, v in arrays.items() if v is not None}),
+                 suffix=".npz", what="outputs")
 
 
 def describe(v) -> str:

@@ -1,7 +1,11 @@
 """The exceptions glow raises for bad input. Each message is one line naming the problem.
 
-The CLI turns any `GlowError` into exit code 2 and that line; anything else is a bug in glow.
+The CLI turns any `GlowError` into exit code 2 and that line. Anything else escaping import,
+compile or run is a bug in glow and becomes `InternalError` ("glow bug", with the node it was
+working on): exit code 1 and one line, `GLOW_DEBUG=1` for the traceback.
 """
+
+from contextlib import contextmanager
 
 
 class GlowError(Exception):
@@ -37,3 +41,88 @@ class BackendError(GlowError):
 
 class LoweringError(BackendError):
     """Ops that cannot be lowered to what a backend supports (all of them named)."""
+
+
+class InternalError(Exception):
+    """A bug in glow (or in a backend plugin), not in the input: an exception other than a
+    GlowError escaped compile, run or import. Deliberately not a GlowError, so that callers who
+    catch bad input do not swallow it. The original exception is its `__cause__`; `detail` is
+    the message without the "glow bug: " prefix (the CLI prints its own)."""
+
+    def __init__(self, detail: str):
+        self.detail = " ".join(str(detail).split())
+        super().__init__(f"glow bug: {self.detail}")
+
+
+def as_internal_error(exc: BaseException, doing: str) -> InternalError:
+    """`exc` (a non-GlowError escaping `doing`, e.g. "compiling for backend 'cpu'") as an
+    InternalError naming the innermost graph node, IR instruction or ONNX node on its traceback,
+    and the code line it came from, so that a bug report says where without a traceback."""
+    where, line = _traceback_context(exc)
+    original = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return InternalError(f"{doing} failed{' in ' + where if where else ''}: {original}"
+                         f"{' [' + line + ']' if line else ''}")
+
+
+@contextmanager
+def internal_errors(doing: str):
+    """The public boundary: GlowErrors (bad input) and InternalErrors pass through unchanged;
+    any other Exception becomes an InternalError chained to it. MemoryError passes through (the
+    memory budget turns run-away allocations into InputErrors before they happen; what still
+    escapes is the caller's to see as such), and so does anything that is not an Exception
+    (KeyboardInterrupt, SystemExit)."""
+    try:
+        yield
+    except (GlowError, InternalError, MemoryError):
+        raise
+    except Exception as e:
+        raise as_internal_error(e, doing) from e
+
+
+def _traceback_context(exc: BaseException) -> tuple[str, str]:
+    """(what the innermost frame that holds a node was working on, "file.py:line" of the raise)."""
+    import os
+    import traceback
+
+    frames = list(traceback.walk_tb(exc.__traceback__))
+    line = ""
+    if frames:
+        f, lineno = frames[-1]
+        line = f"{os.path.basename(f.f_code.co_filename)}:{lineno}"
+    for f, _ in reversed(frames):
+        where = _describe_locals(f.f_locals)
+        if where:
+            return where, line
+    return "", line
+
+
+#: Local variable names that usually hold the node being worked on, searched first.
+_NODE_LOCALS = ("node", "n", "instr", "i", "inst")
+
+
+def _describe_locals(local_vars: dict) -> str:
+    names = [k for k in _NODE_LOCALS if k in local_vars] + [k for k in local_vars if k not in _NODE_LOCALS]
+    for k in names:
+        where = _describe(local_vars[k])
+        if where:
+            return where
+    return ""
+
+
+def _describe(obj) -> str:
+    """"node 'name' (op X)" for a glow Node, an IR instruction or an ONNX NodeProto; else ""."""
+    try:
+        from .graph import Node
+        from .ir.instr import Instr
+
+        if isinstance(obj, Node):
+            return f"node '{obj.name}' (op {obj.op.name})"
+        if isinstance(obj, Instr):
+            return f"instruction '{obj.name}' (op {obj.opname})"
+        import onnx
+
+        if isinstance(obj, onnx.NodeProto):
+            return f"ONNX node '{obj.name or obj.op_type}' (op {obj.op_type})"
+    except Exception:  # noqa: BLE001 - describing a bug must never raise another one
+        return ""
+    return ""

@@ -21,7 +21,8 @@ import onnx
 from onnx import AttributeProto, numpy_helper
 
 from . import dtypes as dt
-from .errors import GlowError, GraphError, ModelLoadError, UnsupportedOpError
+from .errors import GlowError, GraphError, ModelLoadError, UnsupportedOpError, internal_errors
+from .fileio import read_regular_file
 from .graph import Graph, GraphBuilder, Value
 from .ops import find_onnx_op
 
@@ -34,6 +35,11 @@ _LEGACY_BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equ
                      "Gemm"}
 
 
+#: The largest model file read: protobuf cannot parse a message over 2 GiB anyway (weights
+#: beyond that go in external data files), and the cap bounds what a hostile path makes us read.
+MAX_MODEL_BYTES = 2**31 - 1
+
+
 def load_model_proto(path_or_proto) -> tuple[onnx.ModelProto, str | None]:
     """Read a model from a path, bytes or ModelProto; return it and its folder (for external data)."""
     if isinstance(path_or_proto, onnx.ModelProto):
@@ -41,15 +47,8 @@ def load_model_proto(path_or_proto) -> tuple[onnx.ModelProto, str | None]:
     if isinstance(path_or_proto, (bytes, bytearray)):
         return _parse(bytes(path_or_proto), "<bytes>"), None
     path = os.fspath(path_or_proto)
-    if not os.path.exists(path):
-        raise ModelLoadError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise ModelLoadError(f"{path}: is a folder, not an ONNX model file")
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise ModelLoadError(f"{path}: cannot read: {e.strerror}") from None
+    data = read_regular_file(path, MAX_MODEL_BYTES, "an ONNX model",
+                             limit_note="bytes protobuf can parse (store the weights as external data)")
     return _parse(data, path), os.path.dirname(os.path.abspath(path))
 
 
@@ -72,7 +71,8 @@ def load_onnx(path_or_proto) -> Graph:
     model, folder = load_model_proto(path_or_proto)
     where = os.fspath(path_or_proto) if isinstance(path_or_proto, (str, os.PathLike)) else "model"
     try:
-        return Importer(model, folder, where).run()
+        with internal_errors(f"importing {where}"):  # anything but a GlowError is a glow bug
+            return Importer(model, folder, where).run()
     except GlowError as e:
         if isinstance(e, UnsupportedOpError):
             raise
@@ -98,12 +98,20 @@ class Importer:
     # -- checks ----------------------------------------------------------------------------------
     def _check_supported(self):
         missing: Counter = Counter()
+        calling: list = []  # the model-local functions being walked, outermost first
 
         def walk(nodes):
             for n in nodes:
-                fn = self.functions.get((n.domain, n.op_type))
+                key = (n.domain, n.op_type)
+                fn = self.functions.get(key)
                 if fn is not None:
+                    if key in calling:  # inlining would never end: ONNX forbids recursion
+                        cycle = " -> ".join(_fn_name(k) for k in calling[calling.index(key):] + [key])
+                        raise ModelLoadError(f"model-local function '{_fn_name(key)}' "
+                                             f"calls itself ({cycle})")
+                    calling.append(key)
                     walk(fn.node)
+                    calling.pop()
                 elif find_onnx_op(n.op_type, n.domain) is None:
                     missing[n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"] += 1
                 for a in n.attribute:
@@ -132,24 +140,40 @@ class Importer:
         return arr
 
     def _load_external(self, t: onnx.TensorProto):
+        """Read an external-data tensor's bytes: the location must stay inside the model's folder,
+        offset and length must be non-negative integers, and the bytes must be exactly the
+        tensor's size (dims x element size), all checked before anything is read."""
         info = {e.key: e.value for e in t.external_data}
         loc = info.get("location", "")
+        what = f"tensor '{t.name}'"
         if self.folder is None:
-            raise ModelLoadError(f"tensor '{t.name}' uses external data '{loc}', but the model was not "
+            raise ModelLoadError(f"{what} uses external data '{loc}', but the model was not "
                                  "loaded from a file")
+        if not loc or "\0" in loc:
+            raise ModelLoadError(f"{what}: external data location {loc!r} is "
+                                 f"{'empty' if not loc else 'not a file name (it contains a NUL)'}")
         base = os.path.realpath(self.folder)
         path = os.path.realpath(os.path.join(base, loc))
         if os.path.isabs(loc) or os.path.commonpath([base, path]) != base:
-            raise ModelLoadError(f"tensor '{t.name}': external data path '{loc}' points outside the "
+            raise ModelLoadError(f"{what}: external data path '{loc}' points outside the "
                                  f"model's folder")
-        if not os.path.isfile(path):
-            raise ModelLoadError(f"tensor '{t.name}': external data file '{loc}' not found")
-        offset, length = int(info.get("offset", 0) or 0), info.get("length")
-        with open(path, "rb") as f:
-            f.seek(offset)
-            raw = f.read(int(length)) if length else f.read()
-        if length and len(raw) != int(length):
-            raise ModelLoadError(f"tensor '{t.name}': external data file '{loc}' is too short")
+        offset = _byte_count(info.get("offset"), "offset", what) or 0
+        length = _byte_count(info.get("length"), "length", what)
+        need = _tensor_bytes(t, what)
+        if length is not None and length != need:
+            raise ModelLoadError(f"{what}: external data length {length} does not match its "
+                                 f"{len(t.dims)}-d shape {list(t.dims)}, which needs {need} bytes")
+        if not os.path.exists(path):
+            raise ModelLoadError(f"{what}: external data file '{loc}' not found")
+        note = f"bytes its shape {list(t.dims)} needs"
+        try:
+            raw = read_regular_file(path, need, "external tensor data", offset, length, note)
+        except ModelLoadError as e:
+            raise ModelLoadError(f"{what}: external data file '{loc}': "
+                                 f"{str(e).removeprefix(path + ': ')}") from None
+        if len(raw) != need:  # to the end of the file, and fewer bytes than the shape needs
+            raise ModelLoadError(f"{what}: external data file '{loc}' has {len(raw)} bytes from offset "
+                                 f"{offset} to its end; its shape {list(t.dims)} needs {need}")
         t.raw_data = raw
         del t.external_data[:]
         t.data_location = onnx.TensorProto.DEFAULT
@@ -328,13 +352,33 @@ class Importer:
         return body_input_types(node.op_type, types, raw, self.opsets.get(node.domain or "", 0))
 
     def _sparse(self, st) -> np.ndarray:
+        """A sparse tensor made dense. Its indices are checked first (ONNX: NNZ linear indices,
+        or an [NNZ, rank] array of coordinates, each within its dimension), so a bad one is a
+        ModelLoadError naming the tensor, not a NumPy IndexError or a write elsewhere."""
         values = self.tensor(st.values)
         idx = self.tensor(st.indices)
-        dense = np.zeros(int(np.prod(st.dims)), dtype=values.dtype)
+        what = f"sparse tensor '{st.values.name}'"
+        dims = tuple(int(d) for d in st.dims)
+        if any(d < 0 for d in dims):
+            raise ModelLoadError(f"{what}: negative dimension in shape {list(dims)}")
+        numel = 1
+        for d in dims:
+            numel *= d
+        nnz = values.size
+        if values.ndim != 1 or idx.dtype.kind not in "iu" or (idx.shape not in ((nnz,), (nnz, len(dims)))):
+            raise ModelLoadError(f"{what}: expected {nnz} integer indices (or [{nnz}, {len(dims)}] "
+                                 f"coordinates) for its {nnz} values, got indices of shape {list(idx.shape)}")
+        bounds = np.asarray(dims if idx.ndim == 2 else (numel,), dtype=object)
+        bad = np.argwhere((idx < 0) | (idx.astype(object) >= bounds))
+        if bad.size:
+            at = tuple(int(i) for i in bad[0])
+            raise ModelLoadError(f"{what}: index {int(idx[at])} at position {list(at)} is out of range "
+                                 f"for shape {list(dims)}")
+        dense = np.zeros(numel, dtype=values.dtype)
         if idx.ndim == 2:
-            idx = np.ravel_multi_index(idx.T, tuple(st.dims))
+            idx = np.ravel_multi_index(tuple(idx.T), dims) if nnz else idx.reshape(0)
         dense[idx] = values
-        return dense.reshape(tuple(st.dims))
+        return dense.reshape(dims)
 
     def _inline_function(self, fn: onnx.FunctionProto, node, inputs, scope: Scope) -> list[Value]:
         """Inline a model-local function: bind formals, rename its body's values, substitute attrs."""
@@ -365,6 +409,11 @@ class Importer:
             body.append(n2)
         self.import_nodes(body, inner)
         return [inner.lookup(rename.get(o, prefix + o)) for o in fn.output]
+
+
+def _fn_name(key) -> str:
+    domain, name = key
+    return f"{domain}.{name}" if domain else name
 
 
 def _complete(tp: onnx.TypeProto) -> bool:
@@ -445,3 +494,37 @@ class ImportContext:
         return self.b.add(op, inputs, attrs, name=self.node.name or None,
                           num_outputs=self.num_outputs, output_names=list(self.node.output),
                           captures=self.captures)
+
+
+def _byte_count(text, key: str, what: str) -> int | None:
+    """An external-data offset or length: a non-negative decimal integer (None when absent)."""
+    if text is None or text == "":
+        return None
+    t = str(text).strip()
+    if not (t.isascii() and t.isdigit()):
+        raise ModelLoadError(f"{what}: external data {key} {text!r} is not a non-negative integer")
+    return int(t)
+
+
+#: Element types stored two to a byte.
+_NIBBLE_TYPES = {getattr(onnx.TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1")
+                 if hasattr(onnx.TensorProto, n)}
+
+
+def _tensor_bytes(t: onnx.TensorProto, what: str) -> int:
+    """The bytes a tensor's raw data must have: its element count (Python ints, no overflow)
+    times its element size. Strings have no fixed size and cannot be external."""
+    if any(d < 0 for d in t.dims):
+        raise ModelLoadError(f"{what}: negative dimension in shape {list(t.dims)}")
+    count = 1
+    for d in t.dims:
+        count *= int(d)
+    if t.data_type in _NIBBLE_TYPES:
+        return (count + 1) // 2
+    if t.data_type == onnx.TensorProto.STRING:
+        raise ModelLoadError(f"{what}: string tensors cannot be stored as external data")
+    try:
+        itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    except Exception:  # noqa: BLE001 - any unknown code is a bad model
+        raise ModelLoadError(f"{what}: unknown element type {t.data_type}") from None
+    return count * itemsize

@@ -31,6 +31,7 @@ import pluggy
 from . import hookspecs
 from .backend import API_VERSION, Backend, Device
 from .errors import BackendError, GlowError
+from .fileio import read_regular_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -60,17 +61,51 @@ def config_path() -> str:
     return os.path.join(os.path.dirname(__file__), "default_plugins.toml")
 
 
+#: plugins.toml is a few lines; the cap keeps a wrong path (a device, a huge file) from being read.
+MAX_CONFIG_BYTES = 2**20
+
+
 def load_config(path: str | None = None) -> dict:
+    """The parsed plugins.toml, its value types checked (BackendError naming the key and file)."""
     path = path or config_path()
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
+    if not os.path.exists(path):
         if path.endswith("default_plugins.toml"):
             return {}
-        raise GlowError(f"{path}: plugin config not found") from None
-    except tomllib.TOMLDecodeError as e:
+        raise GlowError(f"{path}: plugin config not found")
+    data = read_regular_file(path, MAX_CONFIG_BYTES, "a plugin config", error=BackendError)
+    try:
+        config = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise GlowError(f"{path}: invalid TOML ({e})") from None
+    check_config(config, path)
+    return config
+
+
+def check_config(config: dict, where: str = "plugins config") -> None:
+    """Raise BackendError naming the key and `where` for a value of the wrong type that discovery
+    or device lookup would trip over (a string where a list belongs would be read letter by
+    letter). A logical device's figures are checked when it is used (logical_device_from_entry),
+    so that one bad entry does not stop every other use of glow."""
+    def bad(key, want, got):
+        raise BackendError(f"{where}: {key} must be {want}, got {type(got).__name__} {got!r:.60}")
+
+    def names(key, v):
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            bad(key, "a list of strings", v)
+
+    plugins = config.get("plugins", {})
+    if not isinstance(plugins, dict):
+        bad("[plugins]", "a table", plugins)
+    for k in ("modules", "disabled"):
+        if k in plugins:
+            names(f"[plugins] {k}", plugins[k])
+    devices = config.get("devices", [])
+    if not isinstance(devices, list) or not all(isinstance(e, dict) for e in devices):
+        bad("[[devices]]", "an array of tables", devices)
+    for i, e in enumerate(devices):  # the rest of an entry is checked when it is used
+        for k in ("name", "backend"):
+            if k in e and not (isinstance(e[k], str) and e[k]):
+                bad(f"[[devices]] #{i + 1} {k}", "a non-empty string", e[k])
 
 
 def _api_compatible(version: str) -> bool:
@@ -81,7 +116,13 @@ class Registry:
     """All backends glow knows, available or not, built once per process (or per `reload()`)."""
 
     def __init__(self, config: dict | None = None):
-        self.config = load_config() if config is None else config
+        #: Where the config came from, for error messages.
+        self.config_source = config_path() if config is None else "plugins config"
+        if config is None:
+            config = load_config()
+        else:
+            check_config(config)
+        self.config = config
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.records: dict[str, BackendRecord] = {}
@@ -186,7 +227,12 @@ class Registry:
         if not backend:
             raise GlowError(f"plugins.toml: logical device '{name}' has no backend")
         be = self.get(str(backend))
-        return logical_device_from_entry(entry, self.records[be.name].devices[0])
+        try:
+            return logical_device_from_entry(entry, self.records[be.name].devices[0])
+        except BackendError:
+            raise
+        except GlowError as e:  # a value of the wrong type: name the file it is in
+            raise BackendError(f"{self.config_source}: {str(e).removeprefix('plugins.toml: ')}") from None
 
 
 #: `[[devices]]` keys that map onto Device fields (memory in MiB there, bytes here); other keys go
@@ -198,8 +244,12 @@ def logical_device_from_entry(entry: dict, base: Device) -> Device:
     """A logical device: the backend's own device `base` with the entry's name, cap, ops and figures."""
     name = str(entry["name"])
     fields = {k: entry[k] for k in _DEVICE_KEYS if k in entry}
+    if "kind" in fields and not (isinstance(fields["kind"], str) and fields["kind"]):
+        raise GlowError(f"plugins.toml: logical device '{name}': kind must be a name such as 'cpu', "
+                        "'gpu' or 'accelerator'")
     for k in ("peak_gflops", "mem_bandwidth_gbs", "transfer_gbs"):
-        if k in fields and not (isinstance(fields[k], (int, float)) and fields[k] > 0):
+        if k in fields and (isinstance(fields[k], bool) or not (isinstance(fields[k], (int, float))
+                                                                  and fields[k] > 0)):
             raise GlowError(f"plugins.toml: logical device '{name}': {k} must be a positive number")
     if "memory_mb" in entry:
         mb = entry["memory_mb"]
@@ -215,6 +265,14 @@ def logical_device_from_entry(entry: dict, base: Device) -> Device:
         if not isinstance(ops, list) or not all(isinstance(o, str) for o in ops):
             raise GlowError(f"plugins.toml: logical device '{name}': ops must be a list of op names")
         fields["supported_ops"] = frozenset(ops)
+    # Extras the core itself reads (glow.partition): wrong types fail here, not deep inside a run.
+    t = entry.get("threads", 1)
+    if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= 4096:
+        raise GlowError(f"plugins.toml: logical device '{name}': threads must be a whole number from 1 "
+                        "to 4096")
+    us = entry.get("launch_us", 0)
+    if isinstance(us, bool) or not isinstance(us, (int, float)) or not 0 <= us < float("inf"):
+        raise GlowError(f"plugins.toml: logical device '{name}': launch_us must be a number >= 0")
     known = _DEVICE_KEYS | {"name", "backend", "memory_mb", "ops"}
     extra = {**base.extra, **{k: v for k, v in entry.items() if k not in known}}
     return replace(base, name=name, extra={**extra, "logical": True}, **fields)

@@ -14,12 +14,15 @@ import builtins
 import keyword
 import os
 import re
+import shutil
+import tempfile
 import textwrap
 from importlib import resources
 from string import Template
 
 from .backend import API_VERSION
 from .errors import InputError
+from .fileio import umask
 
 TEMPLATES = ("templates", "new_backend")
 NAME = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
@@ -49,14 +52,28 @@ def new_backend(name: str, folder: str = ".") -> list[str]:
     root = os.path.join(folder, values["dist"])
     if os.path.exists(root):
         raise InputError(f"{root} already exists; choose another --dir or remove it")
+    # Build the package in a temporary folder beside it and rename it into place at the end:
+    # an unwritable --dir is one clean error, and a failure halfway leaves nothing behind.
+    try:
+        tmp = tempfile.mkdtemp(prefix=f".{values['dist']}-", dir=folder)
+    except OSError as e:
+        raise InputError(f"--dir {folder}: cannot create {root} there: {e.strerror}") from None
     written = []
-    for rel, text in _templates():
-        out_rel = rel[:-len(".tmpl")].replace("package/", values["module"] + "/", 1)
-        path = os.path.join(root, *out_rel.split("/"))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(Template(text).substitute(values))
-        written.append(path)
+    try:
+        for rel, text in _templates():
+            out_rel = rel[:-len(".tmpl")].replace("package/", values["module"] + "/", 1)
+            path = os.path.join(tmp, *out_rel.split("/"))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(Template(text).substitute(values))
+            written.append(os.path.join(root, *out_rel.split("/")))
+        os.chmod(tmp, 0o777 & ~umask())  # mkdtemp makes it private; the package is not
+        os.rename(tmp, root)
+    except OSError as e:
+        raise InputError(f"--dir {folder}: cannot write {root}: {e.strerror}") from None
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
     return written
 
 

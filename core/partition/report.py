@@ -9,6 +9,7 @@ import subprocess
 from collections import Counter
 
 from ..errors import GlowError
+from ..fileio import write_atomic
 from .cost import value_bytes
 from .devices import fmt_bytes, fmt_time
 
@@ -149,11 +150,10 @@ def to_dot(pl) -> str:
 
 
 def write_report(pl, path: str) -> None:
-    """By extension: .json, .dot, .txt, or .svg/.png/.pdf rendered by Graphviz `dot`."""
+    """By extension: .json, .dot, .txt, or .svg/.png/.pdf rendered by Graphviz `dot`. Written
+    through a temporary file (glow.fileio): no partial report, and an unwritable folder or a
+    folder at `path` is a GlowError naming the path."""
     ext = os.path.splitext(path)[1].lower()
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise GlowError(f"{path}: folder {folder} does not exist")
     if ext == ".json":
         text = json.dumps(to_json(pl), indent=2)
     elif ext in (".dot", ".gv"):
@@ -165,12 +165,12 @@ def write_report(pl, path: str) -> None:
         if dot is None:
             raise GlowError(f"{path}: rendering {ext} needs Graphviz `dot`, which is not installed "
                             f"(write .dot and render it elsewhere)")
-        r = subprocess.run([dot, f"-T{ext[1:]}", "-o", path], input=to_dot(pl).encode(),
-                           capture_output=True, timeout=300)
+        r = subprocess.run([dot, f"-T{ext[1:]}"], input=to_dot(pl).encode(), capture_output=True,
+                           timeout=300)
         if r.returncode != 0:
             raise GlowError(f"{path}: dot failed: {r.stderr.decode(errors='replace').strip()[:200]}")
+        write_atomic(path, lambda f: f.write(r.stdout), suffix=ext, what="placement report")
         return
     else:
         raise GlowError(f"{path}: unknown report format '{ext}' (use .txt, .json, .dot, .svg or .png)")
-    with open(path, "w") as f:
-        f.write(text)
+    write_atomic(path, lambda f: f.write(text.encode()), suffix=ext, what="placement report")

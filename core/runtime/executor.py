@@ -25,7 +25,7 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from ..errors import GlowError
+from ..errors import GlowError, InternalError
 
 _STOP = (float("inf"), 0, None, None)
 
@@ -158,8 +158,11 @@ class DagExecutor:
                 return
             req.failed = True
             req.values.clear()
-        err = PartitionRunError(f"partition {part.name} on {part.target.name} failed: "
-                                f"{type(e).__name__}: {e}")
+        if isinstance(e, InternalError):  # a glow bug stays one (not bad input), with the partition named
+            err = InternalError(f"partition {part.name} on {part.target.name}: {e.detail}")
+        else:
+            err = PartitionRunError(f"partition {part.name} on {part.target.name} failed: "
+                                    f"{type(e).__name__}: {e}")
         err.__cause__ = e
         req.future.set_exception(err)
 

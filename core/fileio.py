@@ -1,0 +1,113 @@
+"""Files the user names: read bounded and only if regular (models, external data, configs), written
+atomically (outputs, reports), with errors that name the path."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+
+from .errors import InputError, ModelLoadError
+
+
+def umask() -> int:
+    """The process's umask (read by setting and restoring it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: What `open(path, "w")` would give the file (mkstemp makes it private, 0o600).
+_FILE_MODE = 0o666 & ~umask()
+
+def write_atomic(path: str, write, suffix: str = "", what: str = "output file"):
+    """`write(binary file)` into a temporary file next to `path`, then rename it onto `path`:
+    no partial file is ever left at `path` or beside it. A missing or unwritable folder, or a
+    folder at `path`, is an InputError naming the path (not an OSError from deep inside)."""
+    fd, tmp = _temp_beside(path, suffix, what)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.chmod(tmp, _FILE_MODE)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise InputError(f"{path}: cannot write the {what}: {e.strerror}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def check_writable(path: str, what: str = "output file"):
+    """Fail now, before the work that produces it, if `path` cannot be written (InputError)."""
+    fd, tmp = _temp_beside(path, "", what)
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def _temp_beside(path: str, suffix: str, what: str) -> tuple[int, str]:
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise InputError(f"{path}: folder {folder} does not exist")
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a folder, not a file to write the {what} to")
+    try:
+        return tempfile.mkstemp(suffix=suffix, prefix=".glow-", dir=folder)
+    except OSError as e:
+        raise InputError(f"{path}: cannot write the {what} in {folder}: {e.strerror}") from None
+
+
+def read_regular_file(path: str, limit: int, what: str, offset: int = 0, length: int | None = None,
+                      limit_note: str = "", error: type = ModelLoadError) -> bytes:
+    """`length` bytes (default: to the end) from `offset` of the regular file `path` (holding
+    `what`, e.g. "an ONNX model"), checked before reading: a FIFO, a device (/dev/zero) or a
+    folder is refused instead of hanging or reading without end, and so is a read past the end
+    of the file or of more than `limit` bytes. `error` (ModelLoadError unless given) names the
+    file. The file is opened non-blocking and checked through its descriptor, so a FIFO swapped
+    in after a check cannot block the open either."""
+    if "\0" in path:
+        raise error(f"{path!r}: the path of {what} contains a NUL character")
+    too_many = limit_note or f"bytes {what} may have"
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a folder, not a file with {what}") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e.strerror}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise error(f"{path}: is a folder, not a file with {what}")
+        raise error(f"{path}: is {_file_kind(st.st_mode)}, not a regular file (glow reads {what} "
+                    "only from one)")
+    with open(fd, "rb", buffering=0) as f:
+        if length is None:
+            if offset > st.st_size:
+                raise error(f"{path}: offset {offset} is past the end of the file ({st.st_size} bytes)")
+            length = st.st_size - offset
+            if length > limit:
+                raise error(f"{path}: {length} bytes from offset {offset} to the end of the file, more "
+                            f"than the {limit} {too_many}")
+        elif length > limit:
+            raise error(f"{path}: length {length} is more than the {limit} {too_many}")
+        if offset + length > st.st_size:
+            raise error(f"{path}: too short: {length} bytes at offset {offset} asked for, the file has "
+                        f"{st.st_size}")
+        try:
+            f.seek(offset)
+            data = f.read(length)
+        except OSError as e:
+            raise error(f"{path}: cannot read: {e.strerror}") from None
+    if len(data) != length:  # the file shrank while we read it
+        raise error(f"{path}: too short: {length} bytes at offset {offset} asked for, read {len(data)}")
+    return data
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "a special file"
