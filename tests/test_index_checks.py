@@ -267,3 +267,12 @@ def test_lengths_and_window_starts_are_checked(op, inputs, attrs, data, name, go
         with pytest.raises(glow.InputError, match=f"'{NODE}"):
             exe.run({**data, name: np.array(bad, np.int64)})
     np.testing.assert_array_equal(exe.run(feeds)["y"], want)
+
+
+def test_cpu_programs_keep_their_own_records():
+    """Each program's record is its own module's symbol, not one process-wide global."""
+    exes = {n: glow.compile(_model("Gather", [("x", T.FLOAT, [n, 4]), ("i", T.INT64, [2])]), backend="cpu")
+            for n in (3, 5)}
+    for n in (5, 3):
+        with pytest.raises(glow.InputError, match=f"index 9 .*dim of {n} "):
+            exes[n].run({"x": _data(n, 4), "i": np.array([0, 9], np.int64)})
