@@ -113,6 +113,14 @@ def range_inf():
     return _model(nodes, [], [Y], [f32("a", 0.0), f32("b", 1e38), f32("d", 1e-38)]), {}
 
 
+def resize_inf():
+    """An infinite Resize scale: an OverflowError escaped the shape rule before."""
+    nodes = [h.make_node("Resize", ["x", "", "sc"], ["y"], name="resize_inf")]
+    inits = [nh.from_array(np.array([1, 1, np.inf, 1], np.float32), "sc")]
+    return (_model(nodes, [_vi("x", T.FLOAT, [1, 1, 2, 2])], [Y], inits),
+            {"x": np.ones((1, 1, 2, 2), np.float32)})
+
+
 def unpool_1e12():
     nodes = [h.make_node("MaxUnpool", ["x", "ix", "os"], ["y"], kernel_shape=[2, 2], name="unpool_1e12")]
     inits = [_i64("ix", [[[[0, 1], [2, 3]]]]), _i64("os", [1, 1, 10**6, 10**6])]
@@ -130,11 +138,12 @@ def fits_1e6():
 
 MODELS = {f.__name__: f for f in (reshape_slice, tile, expand, constant_of_shape, empty_wide,
                                   const_output_1e12, runtime_shape_1e12, runtime_expand_1e12, range_1e12,
-                                  range_inf, unpool_1e12, fits_1e6)}
+                                  range_inf, resize_inf, unpool_1e12, fits_1e6)}
 #: case -> (error class, text the message must contain: the node's name)
 TOO_LARGE = {"reshape_slice": ("GraphError", "big_reshape"), "tile": ("GraphError", "big_tile"),
              "expand": ("GraphError", "big_expand"), "constant_of_shape": ("GraphError", "big_cos"),
-             "empty_wide": ("GraphError", "wide_empty"), "range_inf": ("GraphError", "range_inf")}
+             "empty_wide": ("GraphError", "wide_empty"), "range_inf": ("GraphError", "range_inf"),
+             "resize_inf": ("GraphError", "resize_inf")}
 OVER_BUDGET = {"const_output_1e12": ("InputError", "cos_1e12"),
                "runtime_shape_1e12": ("InputError", "cos_runtime"),
                "runtime_expand_1e12": ("InputError", "expand_runtime"),

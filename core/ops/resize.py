@@ -54,8 +54,8 @@ def _plan(fail, in_shape, scales, sizes, axes, policy):
         scales = [float(s) for s in np.asarray(scales, np.float64).reshape(-1)]
         if len(scales) != len(axes):
             raise fail(f"scales has {len(scales)} values, expected {len(axes)} (one per resized axis)")
-        if any(not s > 0 for s in scales):
-            raise fail(f"scales {scales} must be positive")
+        if any(not 0 < s < math.inf for s in scales):  # NaN and inf fail too (inf has no dim)
+            raise fail(f"scales {scales} must be positive and finite")
         for a, s in zip(axes, scales):
             scale[a] = s
             out[a] = int(math.floor(in_shape[a] * s)) if isinstance(in_shape[a], int) else None
