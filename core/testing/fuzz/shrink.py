@@ -4,7 +4,8 @@ Greedy, each step kept only when the verdict's category is unchanged: keep one g
 an intermediate value the only output (everything downstream of it dies); cut
 a node loose (its outputs become graph inputs fed with the values the reference computed there, so
 everything upstream of it dies); drop unused inputs and initializers (dead-code elimination after
-every step). It ends when no step applies; usually the one node that misbehaves is left.
+every step); then halve graph inputs' dims. It ends when no step applies; usually the one node that
+misbehaves is left, on small inputs.
 """
 
 from __future__ import annotations
@@ -127,6 +128,33 @@ def shrink(model: onnx.ModelProto, feeds: dict, fails, runner, budget: int = 80)
             if cut[0].graph.node and fails(cut[0].SerializeToString(), cut[1]):
                 model, feeds = cut
                 changed = True
+                break
+    return _shrink_dims(model, feeds, fails, budget - tries)
+
+
+def _shrink_dims(model, feeds, fails, budget):
+    """Halve graph inputs' dims while the failure stays (a change that makes the model invalid
+    changes the verdict, so it is not kept). Output dims are left unknown for glow to infer."""
+    changed = True
+    while changed and budget > 0:
+        changed = False
+        for vi in model.graph.input:
+            a = feeds.get(vi.name)
+            for ax, d in enumerate(a.shape if a is not None else ()):
+                if d <= 1 or budget <= 0:
+                    continue
+                m = copy.deepcopy(model)
+                f = dict(feeds, **{vi.name: np.take(a, np.arange((d + 1) // 2), axis=ax)})
+                dim = next(i for i in m.graph.input if i.name == vi.name).type.tensor_type.shape.dim[ax]
+                dim.dim_value = (d + 1) // 2
+                for o in m.graph.output:
+                    for od in o.type.tensor_type.shape.dim:
+                        od.ClearField("dim_value")
+                budget -= 1
+                if fails(m.SerializeToString(), f):
+                    model, feeds, changed = m, f, True
+                    break
+            if changed:
                 break
     return model, feeds
 
