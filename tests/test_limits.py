@@ -327,3 +327,18 @@ def test_glow_run_made_inputs_past_limits(dim, tmp_path):
 def test_limits_are_consistent():
     # Every partial product of an accepted shape, times the widest itemsize, fits int64.
     assert limits.MAX_ELEMENTS * 16 < 2**63 and math.log2(limits.MAX_ELEMENTS) == 50
+
+
+def test_cuda_dialect_refuses_past_32_bit_indexing(monkeypatch):
+    """The same check for CUDA's dialect, through compile_graph (which needs no GPU)."""
+    from glow.api import optimize_for_backend
+    from glow.render.params import GPU
+
+    cuda = pytest.importorskip("glow.backends.cuda.backend")
+    monkeypatch.setenv("GLOW_MEMORY_LIMIT", "64GiB")
+    nodes = [h.make_node("Expand", ["x", "s"], ["y"], name="wide")]
+    m = _model(nodes, [_vi("x", T.UINT8, [1])], [_vi("y", T.UINT8, None)], [_i64("s", [2**31 + 8])])
+    be = cuda.CudaBackend()
+    g = optimize_for_backend(glow.load_onnx(m), be, None)
+    with pytest.raises(glow.BackendError, match="node 'wide'.*32-bit"):  # a bare ValueError before
+        be.compile_graph(g, GPU)
