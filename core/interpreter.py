@@ -140,8 +140,8 @@ def _concrete_types(node, args):
     from .graph import KNOWN_VALUE_LIMIT
     from .ops.registry import InferContext
 
-    if not all(a is None or isinstance(a, np.ndarray) for a in args):
-        return None
+    if node.op.has_subgraphs or not all(a is None or isinstance(a, np.ndarray) for a in args):
+        return None  # a body's own nodes are checked as it runs (re-inferring it would rebuild it)
     types = [None if a is None else dt.TensorType(a.shape, v.type.dtype)
              if isinstance(getattr(v, "type", None), dt.TensorType) else None
              for a, v in zip(args, node.inputs)]
