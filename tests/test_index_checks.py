@@ -276,3 +276,22 @@ def test_cpu_programs_keep_their_own_records():
     for n in (5, 3):
         with pytest.raises(glow.InputError, match=f"index 9 .*dim of {n} "):
             exes[n].run({"x": _data(n, 4), "i": np.array([0, 9], np.int64)})
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b.id in ("cpu", "cpu-floor")])
+def test_axis_too_long_for_a_table_is_still_checked(backend):
+    """Past TABLE_LIMIT the lowering poisons bad offsets instead; the final Gather rejects them
+    (naming the node; the index it reports is the poisoned offset)."""
+    from glow.lowering.rules_index import TABLE_LIMIT
+
+    d = TABLE_LIMIT + 1
+    model = _model("GatherElements", [("x", T.FLOAT, [2, d]), ("i", T.INT64, [2, 3])], {"axis": 1})
+    exe = _compile(model, backend)
+    x = np.random.default_rng(0).random((2, d), dtype=F32)
+    good = np.array([[0, -1, d - 1], [5, -d, 7]], np.int64)
+    np.testing.assert_array_equal(exe.run({"x": x, "i": good})["y"], np.take_along_axis(x, good % d, 1))
+    for bad in (d, -d - 1):
+        idx = good.copy()
+        idx[0, 1] = bad  # in range of the flattened data: it would read row 1
+        with pytest.raises(glow.InputError, match=f"'{NODE}"):
+            exe.run({"x": x, "i": idx})
