@@ -39,8 +39,8 @@ class Value:
         self.type = type
         self.node = node
         self.index = index
-        self.data = data
-        self.known = data if data is not None else known
+        self.data = _read_only(data)
+        self.known = self.data if data is not None else _read_only(known)
 
     @property
     def kind(self) -> str:
@@ -54,6 +54,15 @@ class Value:
 
     def __repr__(self):
         return f"%{self.name}: {self.type}"
+
+
+def _read_only(a):
+    """A read-only view of a constant's (or known value's) array: graphs share constants (rebuild
+    keeps them), so a write into one would change every compile that holds it. Writing raises."""
+    if isinstance(a, np.ndarray) and a.flags.writeable:
+        a = a.view()
+        a.flags.writeable = False
+    return a
 
 
 @dataclass(frozen=True, eq=False, slots=True)

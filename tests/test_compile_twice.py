@@ -260,3 +260,41 @@ def test_symbolic_batch_model_right_in_a_fresh_executable():
         got = glow.compile(model, backend=backend).run(feeds)["y"]
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=backend)
         assert got.tobytes() == glow.compile(static, backend=backend).run(feeds)["y"].tobytes(), backend
+
+
+def test_constants_are_read_only_so_a_mutation_raises():
+    """Graphs share constants (rebuild keeps them): a pass or kernel writing into one would change
+    every other compile holding it, so the arrays are read-only views; the caller's array is not
+    touched."""
+    from glow import dtypes as dt
+    from glow.graph import GraphBuilder
+
+    mine = np.arange(4, dtype=np.float32)
+    b = GraphBuilder("t")
+    c = b.constant(mine, "c")
+    with pytest.raises(ValueError, match="read-only"):
+        c.data[0] = 5
+    mine[0] = 7  # still the caller's own, writable array
+    x = b.input("x", dt.tensor((4,), "float32"))
+    g = b.build([b.add1("Add", [x, c])])
+    for backend in BACKENDS:
+        glow.compile(g, backend).run({"x": np.zeros(4, np.float32)})
+
+
+@pytest.mark.parametrize("backend", BACKENDS + ["reference-ir"])
+def test_writing_into_a_result_changes_neither_the_next_run_nor_the_input(backend):
+    from glow import dtypes as dt
+    from glow.graph import GraphBuilder
+
+    b = GraphBuilder("t")
+    x = b.input("x", dt.tensor((3,), "float32"))
+    c = b.constant(np.arange(3, dtype=np.float32), "c")
+    g = b.build([b.add1("Add", [c, b.constant(np.float32(1), "one")]), b.add1("Identity", [x])])
+    exe = glow.compile(g, backend)
+    feed = np.zeros(3, np.float32)
+    first = exe.run({"x": feed})
+    for out in first.values():
+        out[0] = 100  # the caller's to keep
+    again = exe.run({"x": feed})
+    np.testing.assert_array_equal(again[g.output_names[0]], [1, 2, 3])
+    np.testing.assert_array_equal(feed, [0, 0, 0])
