@@ -39,6 +39,10 @@ _LEGACY_BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equ
 #: beyond that go in external data files), and the cap bounds what a hostile path makes us read.
 MAX_MODEL_BYTES = 2**31 - 1
 
+#: The most nodes a model may have once its model-local functions are inlined (a function that
+#: calls another twice, that one calls a third twice, ... doubles at each level).
+MAX_INLINED_NODES = 2_000_000
+
 
 def load_model_proto(path_or_proto) -> tuple[onnx.ModelProto, str | None]:
     """Read a model from a path, bytes or ModelProto; return it and its folder (for external data)."""
@@ -99,8 +103,10 @@ class Importer:
     def _check_supported(self):
         missing: Counter = Counter()
         calling: list = []  # the model-local functions being walked, outermost first
+        size: dict = {}  # function -> its node count once inlined (each body walked once)
 
-        def walk(nodes):
+        def walk(nodes) -> int:
+            total = 0
             for n in nodes:
                 key = (n.domain, n.op_type)
                 fn = self.functions.get(key)
@@ -109,16 +115,24 @@ class Importer:
                         cycle = " -> ".join(_fn_name(k) for k in calling[calling.index(key):] + [key])
                         raise ModelLoadError(f"model-local function '{_fn_name(key)}' "
                                              f"calls itself ({cycle})")
-                    calling.append(key)
-                    walk(fn.node)
-                    calling.pop()
-                elif find_onnx_op(n.op_type, n.domain) is None:
-                    missing[n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"] += 1
+                    if key not in size:
+                        calling.append(key)
+                        size[key] = walk(fn.node)
+                        calling.pop()
+                    total += size[key]
+                else:
+                    total += 1
+                    if find_onnx_op(n.op_type, n.domain) is None:
+                        missing[n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}"] += 1
                 for a in n.attribute:
                     for sub in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)):
-                        walk(sub.node)
+                        total += walk(sub.node)
+            return total
 
-        walk(self.model.graph.node)
+        nodes = walk(self.model.graph.node)
+        if nodes > MAX_INLINED_NODES:  # functions calling functions several times each grow
+            raise ModelLoadError(f"model-local functions expand to {nodes} nodes, more than the "
+                                 f"{MAX_INLINED_NODES} glow inlines")
         if missing:
             listing = ", ".join(f"{op} (x{c})" for op, c in sorted(missing.items()))
             raise UnsupportedOpError(f"{self.where}: {len(missing)} unsupported op type(s): {listing}",

@@ -234,6 +234,22 @@ def test_recursive_model_local_function(tmp_path, bodies, cycle):
         glow.load_onnx(path)
 
 
+def test_functions_that_expand_exponentially(tmp_path):
+    # F0 calls F1 twice, F1 calls F2 twice, ...: 2**40 nodes once inlined. Refused at once.
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
+    fns = [helper.make_function("local", f"F{i}", ["a"], ["b"],
+                                [helper.make_node(f"F{i + 1}", ["a"], ["t"], domain="local"),
+                                 helper.make_node(f"F{i + 1}", ["t"], ["b"], domain="local")], opsets)
+           for i in range(40)]
+    fns.append(helper.make_function("local", "F40", ["a"], ["b"], [helper.make_node("Relu", ["a"], ["b"])], opsets))
+    g = helper.make_graph([helper.make_node("F0", ["x"], ["y"], domain="local")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    path = tmp_path / "exp.onnx"
+    onnx.save(helper.make_model(g, opset_imports=opsets, functions=fns), path)
+    assert_bad_input(glow_cli("run", str(path), "-b", "reference"), f"expand to {2**40} nodes")
+
+
 def test_nested_functions_still_inline(tmp_path):
     path = function_model(tmp_path, {"F": "G", "G": "Relu"})
     x = np.array([-1, 2, -3, 4], np.float32)
