@@ -295,3 +295,105 @@ def test_axis_too_long_for_a_table_is_still_checked(backend):
         idx[0, 1] = bad  # in range of the flattened data: it would read row 1
         with pytest.raises(glow.InputError, match=f"'{NODE}"):
             exe.run({"x": x, "i": idx})
+
+
+# -- loss targets ----------------------------------------------------------------------------------
+# NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss read input[n, target, d...]: the lowering
+# computes a flat offset, so a target outside [0, C) read another row's entry (issue 14, finding 4).
+# A target equal to ignore_index is never read, so it may be anything, in range or not.
+
+LOSS_C = 3
+
+
+def _loss_model(op, reduction, weighted, ignore_index, tind=T.INT64):
+    inputs = [("x", T.FLOAT, [2, LOSS_C, 2]), ("t", tind, [2, 2])] + ([("w", T.FLOAT, [LOSS_C])] if weighted else [])
+    attrs = {"reduction": reduction} | ({} if ignore_index is None else {"ignore_index": ignore_index})
+    node = h.make_node(op, [n for n, _, _ in inputs], ["y"], name=NODE, **attrs)
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+                         [h.make_tensor_value_info("y", T.FLOAT, None)])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op,reduction,weighted,ignore_index,tind", [
+    ("NegativeLogLikelihoodLoss", "mean", False, None, T.INT64),
+    ("NegativeLogLikelihoodLoss", "sum", True, 5, T.INT64),  # an ignored target past C
+    ("NegativeLogLikelihoodLoss", "none", True, -1, T.INT32),  # an ignored negative target
+    ("NegativeLogLikelihoodLoss", "mean", True, 1, T.INT64),  # an ignored target in range
+    ("SoftmaxCrossEntropyLoss", "mean", True, -7, T.INT64),
+    ("SoftmaxCrossEntropyLoss", "none", False, None, T.INT32),
+    ("SoftmaxCrossEntropyLoss", "sum", False, 1, T.INT64),
+])
+def test_loss_target_out_of_range(op, reduction, weighted, ignore_index, tind, backend):
+    model = _loss_model(op, reduction, weighted, ignore_index, tind)
+    exe = _compile(model, backend)
+    rng = np.random.default_rng(1)
+    feeds = {"x": rng.standard_normal((2, LOSS_C, 2)).astype(F32)}
+    if weighted:
+        feeds["w"] = np.array([0.5, 2.0, 1.25], F32)
+    itype = np.int32 if tind == T.INT32 else np.int64
+
+    def run(targets):
+        return exe.run({**feeds, "t": np.array(targets, itype)})["y"]
+
+    ig = ignore_index
+    good = [[0, 2], [1, 2] if ig is None else [ig, 2]]
+    want = ReferenceEvaluator(model).run(None, {**feeds, "t": np.array(good, itype)})[0]
+    np.testing.assert_allclose(run(good), want, rtol=1e-5, atol=1e-6)
+    for bad in (LOSS_C, 7, 2**32 + 1, -1, -LOSS_C - 1):
+        if bad == ig or (itype is np.int32 and bad > 2**31):
+            continue
+        targets = [[0, bad], [1, 2] if ig is None else [ig, 2]]
+        with pytest.raises(glow.InputError) as e:
+            run(targets)
+        msg = str(e.value)
+        assert f"'{NODE}" in msg and f"dim of {LOSS_C} " in msg, msg
+        if bad >= 0:  # a negative target is reported as moved below -C by the native backends
+            assert f"index {bad} " in msg, msg
+        np.testing.assert_allclose(run(good), want, rtol=1e-5, atol=1e-6)  # the record was cleared
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_loss_only_ignored_targets_may_be_out_of_range(backend):
+    """Every target ignored, far out of range: read by nobody, so a good run (sum 0)."""
+    model = _loss_model("NegativeLogLikelihoodLoss", "sum", True, 2**40, T.INT64)
+    exe = _compile(model, backend)
+    feeds = {"x": np.ones((2, LOSS_C, 2), F32), "w": np.ones(LOSS_C, F32),
+             "t": np.full((2, 2), 2**40, np.int64)}
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    np.testing.assert_allclose(exe.run(feeds)["y"], want)
+    assert want == 0
+
+
+@pytest.mark.parametrize("ignore_index,bad", [(None, LOSS_C), (5, -1)])
+def test_loss_constant_bad_target_is_a_compile_error(ignore_index, bad):
+    const = onnx.numpy_helper.from_array(np.array([[0, bad], [5, 1]], np.int64), "t")
+    node = h.make_node("NegativeLogLikelihoodLoss", ["x", "t"], ["y"], name=NODE, reduction="sum",
+                       **({} if ignore_index is None else {"ignore_index": ignore_index}))
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.FLOAT, [2, LOSS_C, 2])],
+                         [h.make_tensor_value_info("y", T.FLOAT, None)], initializer=[const])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 18)])
+    if ignore_index is None:  # 5 is out of range too: the first bad one is named
+        with pytest.raises(glow.GraphError, match=f"node '{NODE}'.*index {bad} is out of range .*dim of 3 "):
+            glow.load_onnx(model)
+    else:
+        with pytest.raises(glow.GraphError, match=f"node '{NODE}'.*index -1 is out of range .*valid: \\[0, 2\\]"):
+            glow.load_onnx(model)
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b.id in ("cpu", "cpu-floor")])
+def test_loss_classes_too_many_for_a_table_are_still_checked(backend):
+    from glow.lowering.rules_index import TABLE_LIMIT
+
+    c = TABLE_LIMIT + 1
+    model = h.make_model(h.make_graph(
+        [h.make_node("NegativeLogLikelihoodLoss", ["x", "t"], ["y"], name=NODE, reduction="none")], "g",
+        [h.make_tensor_value_info("x", T.FLOAT, [2, c]), h.make_tensor_value_info("t", T.INT64, [2])],
+        [h.make_tensor_value_info("y", T.FLOAT, None)]), opset_imports=[h.make_opsetid("", 18)])
+    exe = _compile(model, backend)
+    x = np.random.default_rng(0).random((2, c), dtype=F32)
+    good = np.array([c - 1, 3], np.int64)
+    np.testing.assert_array_equal(exe.run({"x": x, "t": good})["y"], -x[[0, 1], good])
+    for bad in ([c, 0], [-1, 0]):  # row 0's target c would read row 1's class 0
+        with pytest.raises(glow.InputError, match=f"'{NODE}"):
+            exe.run({"x": x, "t": np.array(bad, np.int64)})

@@ -76,12 +76,13 @@ def _checked(rb, idx, d, scale=1, poison=True):
     return rb.emit1("Where", [ok, rb.emit1("Mul", [w, _i64(rb, scale)]), _i64(rb, POISON)])
 
 
-def _in_range(rb, x, n):
-    """`x` as int64, checked to lie in [0, n) (lengths, window starts: no wrapping). A negative
-    entry is moved below -n first, so the checking Gather rejects it (reporting x - n)."""
+def _in_range(rb, x, n, scale=1, poison=False):
+    """`x` as int64 times `scale`, checked to lie in [0, n) (lengths, window starts, loss targets:
+    no wrapping). A negative entry is moved below -n first, so the checking Gather rejects it
+    (reporting x - n). `poison` as for `_checked` (only where a Gather consumes the result)."""
     x = _as_int64(rb, x)
     shifted = rb.emit1("Where", [rb.emit1("Less", [x, _i64(rb, 0)]), rb.emit1("Sub", [x, _i64(rb, n)]), x])
-    return _checked(rb, shifted, n, poison=False)
+    return _checked(rb, shifted, n, scale, poison)
 
 
 def _linear(rb, idx, dims, strides, poison=True):

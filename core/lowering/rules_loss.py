@@ -13,6 +13,7 @@ import numpy as np
 from .. import dtypes as dt
 from ._build import ints, scalar, static_shape
 from .registry import lowering
+from .rules_index import _in_range
 
 
 def _cast(rb, x, dtype):
@@ -33,10 +34,14 @@ def _nll(rb, log_prob, target, weight, attrs):
     if attrs["ignore_index"] is not None:
         keep = rb.emit1("Not", [rb.emit1("Equal", [target, ints(rb, [attrs["ignore_index"]])])])
         target = rb.emit1("Where", [keep, target, ints(rb, [0])])
-    # flat index of input[n, target, d...] = (n * C + target) * D + d
+    # flat index of input[n, target, d...] = (n * C + target) * D + d. A target outside [0, C)
+    # would read another row of the flattened input: the class offset target * D goes through
+    # the index checks' table Gather, so it is a run-time InputError naming this node on every
+    # backend (ignored entries read class 0, so an ignored target may be anything).
     base = (np.arange(n, dtype=np.int64).reshape(-1, *[1] * (len(shape) - 2)) * classes * inner
             + np.arange(inner, dtype=np.int64).reshape(shape[2:]))
-    index = rb.emit1("Add", [rb.emit1("Mul", [target, ints(rb, [inner])]), rb.constant(base, name="base")])
+    offset = _in_range(rb, target, classes, scale=inner, poison=True)
+    index = rb.emit1("Add", [offset, rb.constant(base, name="base")])
     flat = rb.emit1("Reshape", [log_prob, ints(rb, [-1])])
     picked = rb.emit1("Gather", [flat, index], {"axis": 0})
     w = None if weight is None else rb.emit1("Gather", [weight, target], {"axis": 0})

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
+from ..errors import InputError
+from .index import index_message
 from .registry import NN, Attr, Tier, op
 
 FLT = frozenset({dt.float32, dt.float64, dt.float16, dt.bfloat16})
@@ -27,6 +29,11 @@ def _loss_infer(ctx, what: str):
         for a, b in zip(t, (x[0],) + tuple(x[2:])):
             if isinstance(a, int) and isinstance(b, int) and a != b:
                 raise ctx.error(f"target shape {list(t)} does not match {what} shape {list(x)}")
+    if x is not None and isinstance(x[1], int) and ctx.value(1) is not None:
+        # constant targets (or run-time ones that specialisation made constants): checked here,
+        # as Gather checks constant indices, before a lowering turns them into flat offsets
+        _check_targets(ctx.value(1), x[1], ctx.attrs["ignore_index"],
+                       lambda m: ctx.error(f"constant targets: {m}"))
     if ctx.has(2) and ctx.shape(2) is not None:
         w = ctx.shape(2)
         c = x[1] if x is not None else None
@@ -37,14 +44,21 @@ def _loss_infer(ctx, what: str):
     return dt.TensorType(shape, ctx.dtype(0))
 
 
+def _check_targets(target, classes, ignore_index, error):
+    """A target class outside [0, C) that is not ignore_index is bad input (negative ones too:
+    no wrapping); an ignored target is never read, so it may be anything."""
+    target = np.asarray(target).astype(np.int64)
+    bad = ((target < 0) | (target >= classes)) & (target != ignore_index if ignore_index is not None else True)
+    if bad.any():
+        raise error(index_message(int(target[bad].reshape(-1)[0]), classes, negative=False))
+
+
 def _nll(log_prob, target, weight, reduction, ignore_index):
     """-log_prob[n, target[n, ...], ...] * weight[target], with ignored entries weighing 0."""
     classes = log_prob.shape[1]
     target = target.astype(np.int64)
     keep = np.ones(target.shape, bool) if ignore_index is None else target != ignore_index
-    if np.any(keep & ((target < 0) | (target >= classes))):
-        bad = target[keep & ((target < 0) | (target >= classes))][0]
-        raise ValueError(f"target class {bad} out of range [0, {classes})")
+    _check_targets(target, classes, ignore_index, InputError)
     safe = np.where(keep, target, 0)  # ignored entries may hold any value; read class 0 instead
     picked = np.take_along_axis(log_prob, safe[:, None], axis=1)[:, 0]
     w = np.ones(target.shape, log_prob.dtype) if weight is None else weight[safe]
