@@ -16,9 +16,19 @@ from .errors import (
 from .graph import Graph, GraphBuilder, Node, Value
 from .hookspecs import hookimpl
 from .interpreter import run_graph
-from .onnx_import import load_onnx
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # load_onnx lives with the importer, which needs onnx: over a second to import, so `import glow`
+    # (the CLI's help, `glow backends`) does not pay for it until a model is read.
+    if name == "load_onnx":
+        from .onnx_import import load_onnx
+
+        return load_onnx
+    raise AttributeError(f"module 'glow' has no attribute '{name}'")
+
 
 __all__ = [
     "API_VERSION", "Backend", "BackendError", "CompileOptions", "Device", "Executable", "GlowError",

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-
-import onnx
+import sys
 
 from .backend import CompileOptions, Executable
 from .errors import BackendError, internal_errors
 from .graph import Graph
-from .onnx_import import load_onnx
 from .plugins import registry
 
 
@@ -21,7 +19,11 @@ def available_backends() -> list[str]:
 def _as_graph(model) -> Graph:
     if isinstance(model, Graph):
         return model
-    if isinstance(model, (str, os.PathLike, bytes, onnx.ModelProto)):
+    # onnx (over a second to import) loads only with a model to read; a ModelProto means it is loaded
+    onnx = sys.modules.get("onnx")
+    if isinstance(model, (str, os.PathLike, bytes)) or (onnx is not None and isinstance(model, onnx.ModelProto)):
+        from .onnx_import import load_onnx
+
         return load_onnx(model)
     raise TypeError(f"expected a Graph, an ONNX ModelProto or a path, got {type(model).__name__}")
 

@@ -132,3 +132,15 @@ def test_element_type_codes_are_onnx_s():
         assert d.onnx == getattr(TensorProto, name), d
         assert dt.from_numpy(d.np) is d or d == dt.string
         assert dt.from_onnx(d.onnx) is d
+
+
+def test_import_glow_needs_neither_onnx_nor_ml_dtypes():
+    """Each costs over a second to import; `import glow` (the CLI's help, `glow backends`) must not
+    pay for them until a model is read or an exotic element type is used."""
+    import subprocess
+    import sys
+
+    code = "import sys, glow; glow.compile; print('onnx' in sys.modules, 'ml_dtypes' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False"]

@@ -24,13 +24,13 @@ RED = FLT | {dt.int32, dt.int64, dt.uint32, dt.uint64}
 RED_MINMAX = RED | {dt.int8, dt.uint8, dt.bool_}
 I64 = frozenset({dt.int64})
 
-_HALF = (np.dtype(np.float16), dt.bfloat16.np)
+_HALF = ("float16", "bfloat16")  # dtype names: an ml_dtypes type compares by name without the import
 
 
 def wide(x: np.ndarray) -> np.ndarray:
     """Half-precision floats computed in float32 (NumPy has no bfloat16 kernels, and float16
     accumulation loses too much); every other type as is. Callers cast the result back."""
-    return x.astype(np.float32) if x.dtype in _HALF else x
+    return x.astype(np.float32) if x.dtype.name in _HALF else x
 
 
 def float_work(x: np.ndarray) -> np.ndarray:
