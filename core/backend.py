@@ -76,6 +76,20 @@ class Executable:
     def _run(self, feeds: dict[str, np.ndarray]) -> dict:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    # -- optional: device-resident runs (the partitioner's runtime, core/runtime/executor.py) ----
+    def run_device(self, handles: dict) -> dict:
+        """Optional. Run on device handles: `{input name: what Backend.to_device returned}` in,
+        `{output name: handle}` out (handles `Backend.to_host` can read). Override it when
+        values can stay on the device between the partitions of a multi-device run; the runtime
+        then moves inputs with `to_device` and outputs with `to_host` around this call. When not
+        overridden, the runtime calls `run` with host arrays instead."""
+        raise NotImplementedError(f"{type(self).__name__} does not run on device handles")
+
+    @property
+    def uses_device_handles(self) -> bool:
+        """Whether this executable overrides `run_device` (what the runtime asks before a run)."""
+        return getattr(type(self), "run_device", None) is not Executable.run_device
+
 
 def _by_output_name(outs: dict, names: list[str]) -> dict:
     if list(outs) == names:
@@ -88,11 +102,22 @@ def _by_output_name(outs: dict, names: list[str]) -> dict:
 
 
 class Backend:
-    """Subclass this to add a device type. Only `name` and `compile` are required."""
+    """Subclass this to add a device type. Only `name` and `compile` are required.
+
+    The whole contract glow relies on is declared here (nothing else is looked up by name):
+    `name`, `api_version`, `priority`, `description`; `check_available`, `devices`, `supports`,
+    `defers`, `native_ops`, `fusions`, `transform_graph`, `compile`; and for multi-device runs
+    `to_device` / `to_host` (with `Executable.run_device`)."""
 
     name: str = ""
     api_version: str = API_VERSION
-    #: Higher wins when the user names no backend.
+    #: The default backend (no backend named: `glow.compile(model)`, `glow run model.onnx`) is the
+    #: available one with the highest priority; equal priorities go to the first name
+    #: alphabetically. The built-ins rank by what serves a user on this machine best: cuda 20
+    #: (a working GPU is the fastest device there is), cpu 10 (native LLVM code, every core),
+    #: opencl 5 (through PoCL it is a slower CPU path; a real OpenCL GPU is named explicitly),
+    #: reference 0 (the NumPy oracle: always there, slow), reference-ir -1 (a test vehicle).
+    #: A third-party plugin picks its place on that scale: above 20 to become the default.
     priority: int = 0
     description: str = ""
 
@@ -133,7 +158,9 @@ class Backend:
 
     # Transfers for the partitioner's runtime: host staging by default.
     def to_device(self, array: np.ndarray, device: Device):
+        """A host array as a handle on `device`, for `Executable.run_device` (default: the array)."""
         return array
 
     def to_host(self, handle, device: Device) -> np.ndarray:
+        """A handle `Executable.run_device` returned, as a host array (default: the handle)."""
         return handle

@@ -4,6 +4,7 @@ and the ONNX node cases with control flow that the floor must run."""
 
 import numpy as np
 import pytest
+from glow.errors import GraphError
 from glow import dtypes as dt
 from glow.graph import GraphBuilder
 from glow.interpreter import run_graph
@@ -92,7 +93,14 @@ def test_if_declines_to_speculate_a_branch_that_may_fail():
     _same(g, lowered, feeds)
 
 
-@pytest.mark.parametrize("index, speculated", [(3, True), (-5, True), (7, False)])
+def test_a_constant_out_of_range_index_is_refused_even_in_a_branch():
+    # a constant index past the end is a malformed model (a compile-time GraphError naming the
+    # node), whichever branch it sits in: nothing is left for speculation to decide
+    with pytest.raises(GraphError, match="gather.*index 7 is out of range"):
+        _gather_branch(7)
+
+
+@pytest.mark.parametrize("index, speculated", [(3, True), (-5, True)])
 def test_if_speculates_indexing_with_known_in_range_indices(index, speculated):
     g = _if_graph(_gather_branch(index), _zero_branch(), captures=[("x", tensor((5,)))])
     lowered = _one_round(g)

@@ -25,7 +25,7 @@ class ReferenceExecutable(Executable):
 
 class ReferenceBackend(Backend):
     name = "reference"
-    priority = 0
+    priority = 0  # last of the built-ins: the NumPy oracle, always there, slow
     description = "NumPy interpreter; the oracle every other backend is compared against"
 
     def devices(self):

@@ -9,7 +9,7 @@ executable needs no locking of its own; `run` itself may be called from any numb
 
 Tensors cross devices through host memory. `Executable.run` takes and returns host arrays, so by
 default the executable moves its own inputs in and outputs out (host staging). An executable that
-also offers `run_device({name: handle}) -> {name: handle}` gets its inputs through the backend's
+also overrides `Executable.run_device({name: handle}) -> {name: handle}` gets its inputs through the backend's
 `to_device` and gives its outputs back through `to_host`.
 An exception in a partition fails that request only (its queued partitions are skipped); other
 requests, and the workers, carry on.
@@ -121,7 +121,7 @@ class DagExecutor:
             with req.lock:
                 feeds = {v.name: req.values[v.name] for v in part.inputs}
             with np.errstate(all="ignore"):
-                if hasattr(exe, "run_device"):
+                if exe.uses_device_handles:  # Executable.run_device overridden (core/backend.py)
                     handles = {k: be.to_device(v, dev) if isinstance(v, np.ndarray) else v
                                for k, v in feeds.items()}
                     outs = exe.run_device(handles)
