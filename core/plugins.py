@@ -39,7 +39,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ENTRY_POINT_GROUP = "glow.backends"
-DEFAULT_BACKEND_ORDER = ("cpu", "reference")
 
 
 @dataclass
@@ -108,6 +107,13 @@ def check_config(config: dict, where: str = "plugins config") -> None:
                 bad(f"[[devices]] #{i + 1} {k}", "a non-empty string", e[k])
 
 
+def _priority(be) -> float:
+    """`be.priority` as a number; a plugin's non-numeric value counts as 0 (not a TypeError in
+    every default-backend lookup)."""
+    p = getattr(be, "priority", 0)
+    return p if isinstance(p, (int, float)) and not isinstance(p, bool) and p == p else 0
+
+
 def _api_compatible(version: str) -> bool:
     return str(version).split(".")[0] == API_VERSION.split(".")[0]
 
@@ -152,14 +158,28 @@ class Registry:
                 self.records[name] = BackendRecord(name, None, False, reason, source)
                 continue
             try:
-                results = plugin.glow_backends() if hasattr(plugin, "glow_backends") else []
+                results = self._call_for(plugin, "glow_backends")
             except Exception as e:  # noqa: BLE001
                 self.records[name] = BackendRecord(name, None, False,
                                                    f"glow_backends() raised {type(e).__name__}: {e}", source)
                 continue
-            for be in results or []:
+            for be in (b for result in results for b in (result or [])):
                 self._add_backend(be, source, disabled)
         self.pm.hook.glow_configure(config=self.config)
+
+    def _call_for(self, plugin, hook: str) -> list:
+        """`hook` called through pluggy on `plugin`'s implementations only (one result per hookimpl).
+
+        Going through pluggy (not `plugin.<hook>` by attribute) honours what pluggy allows: an
+        implementation under another name (`@glow.hookimpl(specname="glow_backends")`), several
+        per plugin, wrappers. Calling one plugin at a time keeps a plugin that raises from taking
+        the others' backends down with it. (A private manager, not `pm.subset_hook_caller`: that
+        one decides which plugins to leave out by `hasattr(plugin, hook)`, so it would keep
+        another plugin's renamed implementation in.)"""
+        pm = pluggy.PluginManager(hookspecs.PROJECT)
+        pm.add_hookspecs(hookspecs)
+        pm.register(plugin)
+        return getattr(pm.hook, hook)()
 
     def _add_backend(self, be, source, disabled):
         if isinstance(be, type):
@@ -202,13 +222,14 @@ class Registry:
         return rec.backend
 
     def default(self) -> Backend:
-        avail = {n: r for n, r in self.records.items() if r.available}
-        for n in DEFAULT_BACKEND_ORDER:
-            if n in avail:
-                return avail[n].backend
+        """The backend used when none is named: the available one with the highest declared
+        `Backend.priority` (see core/backend.py for the built-ins' order and why); equal
+        priorities go to the alphabetically first name, so the choice never depends on the order
+        in which entry points happen to be listed."""
+        avail = [r for r in self.records.values() if r.available]
         if not avail:
             raise BackendError("no backend is available (see `glow backends`)")
-        return max(avail.values(), key=lambda r: r.backend.priority).backend
+        return min(avail, key=lambda r: (-_priority(r.backend), r.name)).backend
 
     def logical_devices(self) -> list[dict]:
         return list(self.config.get("devices", []))

@@ -144,16 +144,17 @@ def test_user_guide_lists_every_environment_variable_glow_reads():
 
 
 def test_the_default_backend_is_what_the_docs_say(monkeypatch):
-    """user-guide.md and backends.md: the default is cpu when available, else reference, by an
-    order fixed in core/plugins.py (DEFAULT_BACKEND_ORDER). If the rule changes, so must they."""
+    """user-guide.md and backends.md: the default is the available backend with the highest
+    declared priority (cuda, cpu, opencl, reference). If the rule changes, so must they."""
     from glow import plugins
 
     reg = plugins.registry()
     for name, doc in (("user-guide", "docs/user-guide.md"), ("backends", "docs/backends.md")):
-        assert ("DEFAULT_BACKEND_ORDER" in read(doc)) == hasattr(plugins, "DEFAULT_BACKEND_ORDER"), name
-    if backend_unavailable("cpu") is None:
-        assert reg.default().name == "cpu"
-        monkeypatch.setattr(reg.records["cpu"], "available", False)
+        assert "highest" in read(doc) and "priority" in read(doc), name
+    for n in ("cuda", "cpu", "opencl"):
+        if backend_unavailable(n) is None:
+            assert reg.default().name == n
+            monkeypatch.setattr(reg.records[n], "available", False)
     assert reg.default().name == "reference"
 
 

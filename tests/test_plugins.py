@@ -135,3 +135,59 @@ def _relu_model():
     g = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "g",
                      [h.make_tensor_value_info("x", T.FLOAT, [2])], [h.make_tensor_value_info("y", T.FLOAT, [2])])
     return h.make_model(g)
+
+
+SPECNAME = '''
+import glow
+from glow.backends.reference.backend import ReferenceBackend
+
+class Renamed(ReferenceBackend):
+    name = "renamed"
+
+@glow.hookimpl(specname="glow_backends")
+def provide_my_backends():
+    return [Renamed()]
+'''
+
+
+def test_hookimpl_under_another_name_is_found(tmp_path, monkeypatch):
+    """pluggy lets an implementation carry another name (specname=): glow calls hooks through
+    pluggy, so it counts (looking up `module.glow_backends` by attribute would miss it)."""
+    make_dist(tmp_path, "glow_backend_renamed", "renamed_plugin", SPECNAME)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        reg = plugins.reload({})
+        assert "renamed" in reg.available(), reg.records.get("renamed")
+        assert reg.records["renamed"].source.startswith("entry point renamed_plugin")
+    finally:
+        plugins.reload()
+
+
+def _fake(name, priority):
+    return plugins.BackendRecord(name, type(name, (glow.Backend,), {"name": name, "priority": priority})(),
+                                 True)
+
+
+@pytest.mark.parametrize("fakes, want", [
+    ([("zeta", 1), ("alpha", 7), ("mid", 3)], "alpha"),     # highest priority, wherever it is listed
+    ([("b", 5), ("a", 5), ("c", 1)], "a"),                  # a tie goes to the first name
+    ([("late", 2), ("early", 2), ("top", 9)], "top"),
+])
+def test_default_backend_follows_declared_priority(monkeypatch, fakes, want):
+    reg = plugins.registry()
+    monkeypatch.setattr(reg, "records", {n: _fake(n, p) for n, p in fakes})
+    assert reg.default().name == want
+    # an unavailable backend is never the default, however high its priority
+    monkeypatch.setitem(reg.records, "gone", plugins.BackendRecord("gone", _fake("gone", 99).backend, False, "x"))
+    assert reg.default().name == want
+
+
+def test_builtin_priorities_rank_cuda_cpu_opencl_reference():
+    """The order core/backend.py documents (Backend.priority) is the one the built-ins declare."""
+    from glow.backends.cpu.backend import CpuBackend
+    from glow.backends.cuda.backend import CudaBackend
+    from glow.backends.opencl.backend import OpenCLBackend
+    from glow.backends.reference.backend import ReferenceBackend
+
+    ranked = sorted([CpuBackend, CudaBackend, OpenCLBackend, ReferenceBackend], key=lambda b: -b.priority)
+    assert [b.name for b in ranked] == ["cuda", "cpu", "opencl", "reference"]

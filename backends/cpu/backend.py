@@ -103,7 +103,7 @@ def _plain(t) -> bool:
 
 class CpuBackend(Backend):
     name = "cpu"
-    priority = 10
+    priority = 10  # below cuda, above opencl and reference: native code on every core
     description = "native code for this CPU through LLVM (llvmlite): one module per model, all cores"
 
     def check_available(self) -> None:

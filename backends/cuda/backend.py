@@ -37,7 +37,7 @@ def _discover():
 
 class CudaBackend(CStyleBackend):
     name = "cuda"
-    priority = 20
+    priority = 20  # the default wherever a GPU works: the fastest device there is (core/backend.py)
     description = "CUDA C++ kernels (shared C-style renderer) through CuPy RawModule"
     renderer = CUDARenderer()
 

@@ -48,7 +48,7 @@ def _figures(dev) -> dict:
 
 class OpenCLBackend(CStyleBackend):
     name = "opencl"
-    priority = 5
+    priority = 5  # below cpu: through PoCL (most machines) a slower CPU path; name it for a GPU
     description = "OpenCL C kernels (shared C-style renderer) through PyOpenCL"
     renderer = OpenCLRenderer()
 

@@ -27,7 +27,13 @@ def compile_for_device(graph: Graph, target: Target, *, threads: int | None = No
         graph = fuse_for_backend(graph, be)
     threads = target.device.extra.get("threads", threads) if threads is None else threads
     options = CompileOptions(native=native, threads=threads, device=target.device)
-    return target.backend.compile(graph, options)
+    exe = target.backend.compile(graph, options)
+    if not isinstance(exe, Executable):  # the runtime relies on Executable's declared contract
+        from ..errors import BackendError
+
+        raise BackendError(f"backend '{target.backend.name}': compile() returned "
+                           f"{type(exe).__name__}, not a glow.Executable")
+    return exe
 
 
 def compile_partitions(parts: list[Partition], *, threads: int | None = None,
