@@ -24,6 +24,7 @@ from . import dtypes as dt
 from .errors import GlowError, GraphError, ModelLoadError, UnsupportedOpError, internal_errors
 from .fileio import read_regular_file
 from .graph import Graph, GraphBuilder, Value
+from .limits import check_alloc
 from .ops import find_onnx_op
 
 #: Models of any opset import; ops whose old forms differ are rewritten by their `from_onnx`
@@ -388,6 +389,10 @@ class Importer:
             at = tuple(int(i) for i in bad[0])
             raise ModelLoadError(f"{what}: index {int(idx[at])} at position {list(at)} is out of range "
                                  f"for shape {list(dims)}")
+        try:  # the dense form is what the graph holds: it must fit the memory budget first
+            check_alloc(what, "its dense form", dims, values.dtype.itemsize)
+        except GlowError as e:
+            raise ModelLoadError(str(e)) from None
         dense = np.zeros(numel, dtype=values.dtype)
         if idx.ndim == 2:
             idx = np.ravel_multi_index(tuple(idx.T), dims) if nnz else idx.reshape(0)

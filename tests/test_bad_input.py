@@ -201,6 +201,14 @@ def test_sparse_initializer_with_bad_indices(tmp_path, indices, dims, needle):
         glow.load_onnx(path)
 
 
+def test_sparse_initializer_too_large_to_make_dense(tmp_path):
+    """Two values in a [10**6, 10**6] tensor: its dense form (4 TB) is refused before NumPy is asked."""
+    path = sparse_model(tmp_path, [1.0, 2.0], [[0, 0], [5, 7]], [10**6, 10**6])
+    assert_bad_input(glow_cli("run", path, "-b", "reference"), "sparse tensor 'w'", "memory budget")
+    with pytest.raises(glow.ModelLoadError, match="sparse tensor 'w'"):
+        glow.load_onnx(path)
+
+
 def test_sparse_initializer_in_range_is_made_dense(tmp_path):
     path = sparse_model(tmp_path, [1.0, 2.0], [[0, 1], [1, 2]], [2, 3])
     y = glow.compile(path, "reference").run({"x": np.zeros((2, 3), np.float32)})["y"]
