@@ -4,8 +4,8 @@ and the ONNX node cases with control flow that the floor must run."""
 
 import numpy as np
 import pytest
-from glow.errors import GraphError
 from glow import dtypes as dt
+from glow.errors import GraphError
 from glow.graph import GraphBuilder
 from glow.interpreter import run_graph
 from glow.lowering import lower_to_supported, rule_for, supports_floor

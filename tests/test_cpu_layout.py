@@ -120,3 +120,26 @@ def b_op(name):
     from glow.ops import get_op
 
     return get_op(name, layout.DOMAIN)
+
+
+def test_an_empty_slice_after_conv_keeps_its_empty_dim():
+    """The NHWC result goes back to NCHW through a Reshape (only size-1 axes move): its literal 0
+    dim needs allowzero, or ONNX reads it as "keep the input's dim" (found by the fuzzer)."""
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper as oh
+
+    import glow
+
+    rng = np.random.default_rng(0)
+    w = oh.make_tensor("w", T.FLOAT, [1, 3, 2, 1], rng.standard_normal(6).astype(np.float32))
+    ints = [oh.make_tensor(n, T.INT64, [4], v) for n, v in
+            [("s", [0, 1, 0, 0]), ("e", [1, 1, 1, 1]), ("a", [0, 1, 2, 3]), ("st", [1, 1, 1, 1])]]
+    g = oh.make_graph([oh.make_node("Conv", ["x", "w"], ["c"], dilations=[2, 2], strides=[2, 2], kernel_shape=[2, 1]),
+                       oh.make_node("Slice", ["c", "s", "e", "a", "st"], ["y"])], "g",
+                      [oh.make_tensor_value_info("x", T.FLOAT, [1, 3, 3, 1])],
+                      [oh.make_tensor_value_info("y", T.FLOAT, [1, 0, 1, 1])], initializer=[w, *ints])
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", 18)])
+    onnx.checker.check_model(m)
+    x = rng.standard_normal((1, 3, 3, 1)).astype(np.float32)
+    assert glow.compile(m, "cpu").run({"x": x})["y"].shape == (1, 0, 1, 1)

@@ -211,7 +211,7 @@ class _Layouts:
         shape = v.type.shape
         moved = [a for a in t if shape[a] != 1]
         if moved == sorted(moved):  # only size-1 axes move: the bytes are already in order
-            return rb.emit1("Reshape", [v, _shape_const(rb, [shape[a] for a in t])])
+            return _reshape_to(rb, v, [shape[a] for a in t])
         return rb.emit1("Transpose", [v], {"perm": t})
 
     def logical(self, old, new):
@@ -221,6 +221,11 @@ class _Layouts:
 
 def _shape_const(rb, shape):
     return rb.constant(np.asarray(shape, np.int64), "shape")
+
+
+def _reshape_to(rb, v, shape):
+    """Reshape to literal dims: a 0 is an empty dim (allowzero), not ONNX's "keep the input's dim"."""
+    return rb.emit1("Reshape", [v, _shape_const(rb, shape)], {"allowzero": 1} if 0 in shape else {})
 
 
 def _logical_shape(phys_shape, p):
@@ -331,7 +336,7 @@ def _elementwise_rewrite(lay, node, pairs):
         if len(shape) < r:
             full = (1,) * (r - len(shape)) + tuple(shape)
             logical = (rb.constant(logical.data.reshape(full), logical.name) if logical.is_constant
-                       else rb.emit1("Reshape", [logical, _shape_const(rb, full)]))
+                       else _reshape_to(rb, logical, full))
         new_ins.append(lay.convert(logical, None, q))
     return [(rb.emit1(node.op, new_ins, dict(node.attrs)), q)]
 
@@ -390,7 +395,7 @@ def _reshape(lay, node, pairs):
         p2 = tuple([a for a in range(len(S)) if S[a] == 1] + wanted)
         v, p = lay.convert(v, p, p2), p2
     r = tuple([a for a in range(len(T)) if T[a] == 1] + [a for g in order for a in g[1]])
-    y = lay.rb.emit1("Reshape", [v, _shape_const(lay.rb, [T[a] for a in r])])
+    y = _reshape_to(lay.rb, v, [T[a] for a in r])
     return [(y, r)]
 
 
