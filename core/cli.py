@@ -180,6 +180,8 @@ def _placement_args(p, required: bool):
                    help="devices to partition over: logical devices from plugins.toml, backend names, "
                    "'backend:device', each optionally '@SIZE' (memory cap) and 'alias=' (e.g. "
                    "r0=reference@40MiB); the first is the primary device")
+    p.add_argument("--device-config", metavar="FILE", default=None,
+                   help="a TOML file whose [[devices]] (as in plugins.toml) add to the logical devices")
     p.add_argument("--pin", action="append", default=[], metavar="NODE_OR_OP=DEV",
                    help="run matching nodes (name, op, or glob over names) on DEV; repeatable")
     p.add_argument("--ban", action="append", default=[], metavar="NODE_OR_OP=DEV",
@@ -192,6 +194,10 @@ def _placement_args(p, required: bool):
 
 
 def _placement_kwargs(args) -> dict:
+    if args.device_config:
+        from .plugins import add_device_config
+
+        add_device_config(args.device_config)
     devices = [d.strip() for d in (args.devices or "").split(",") if d.strip()]
     if args.devices is not None and not devices:
         raise InputError("--devices: no device named")

@@ -3,7 +3,9 @@
 A plugin that fails to import, or whose library/device is missing, is recorded as unavailable with
 its reason; the others keep working. Naming an unavailable backend explicitly raises that reason.
 
-plugins.toml (first found: $GLOW_PLUGINS_TOML, ./plugins.toml, the copy shipped in the package)::
+plugins.toml (first found: $GLOW_PLUGINS_TOML, ./plugins.toml, the copy shipped in the package,
+which declares the example devices cpu0, cpu1, ref0, ref1 and accel; `add_device_config` adds
+devices from another file)::
 
     [plugins]
     modules = ["my_pkg.my_plugin"]   # extra plugin modules by dotted path (backends in development)
@@ -297,6 +299,21 @@ def logical_device_from_entry(entry: dict, base: Device) -> Device:
     known = _DEVICE_KEYS | {"name", "backend", "memory_mb", "ops"}
     extra = {**base.extra, **{k: v for k, v in entry.items() if k not in known}}
     return replace(base, name=name, extra={**extra, "logical": True}, **fields)
+
+
+def add_device_config(path: str) -> Registry:
+    """Add the `[[devices]]` of the TOML file `path` to this process's logical devices (the CLI's
+    `--device-config FILE`). Its entries come first: one with the name of a device the plugins
+    config already declares replaces that one. Only `[[devices]]` is read; which plugins load
+    stays as the plugins config says. Bad types are a BackendError naming the file."""
+    extra = load_config(path).get("devices", [])
+    reg = registry()
+    names = {e.get("name") for e in extra}
+    with _lock:
+        reg.config = {**reg.config, "devices": list(extra) + [e for e in reg.logical_devices()
+                                                              if e.get("name") not in names]}
+        reg.config_source = f"{path} or {reg.config_source}"
+    return reg
 
 
 _lock = threading.Lock()

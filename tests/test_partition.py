@@ -2,6 +2,7 @@
 
 import itertools
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -344,3 +345,119 @@ def test_cli_run_with_devices_equals_single_device(tmp_path):
 def test_onnx_model_proto_and_graph_are_accepted():
     m = onnx.load(EXAMPLE_MODEL)
     assert partition(m, ["reference"]).device_of == partition(glow.load_onnx(m), ["reference"]).device_of
+
+
+# -- devices beyond the repository (issue 18) --------------------------------------------------
+def _glow_outside(tmp_path, *args):
+    """`glow ...` as a user runs it from their own folder: no ./plugins.toml, no GLOW_PLUGINS_TOML."""
+    env = {k: v for k, v in os.environ.items() if k != "GLOW_PLUGINS_TOML"}
+    return subprocess.run([sys.executable, "-m", "glow.cli", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_shipped_devices_are_the_repository_ones():
+    """The package's default_plugins.toml declares the example devices the README uses (the same
+    [[devices]] as the repository's plugins.toml), so README commands work from any folder."""
+    import tomllib
+
+    shipped = os.path.join(os.path.dirname(plugins.__file__), "default_plugins.toml")
+    with open(shipped, "rb") as f, open(REPO_TOML, "rb") as g:
+        assert tomllib.load(f)["devices"] == tomllib.load(g)["devices"]
+
+
+def test_readme_device_commands_work_outside_the_repo(tmp_path):
+    from helpers import backend_unavailable
+
+    model = os.path.abspath(EXAMPLE_MODEL)
+    first = "cpu" if backend_unavailable("cpu") is None else "reference"
+    r = _glow_outside(tmp_path, "partition", model, "--devices", f"{first},accel", "--pin", "Conv=accel",
+                      "--report", "out.html")
+    assert r.returncode == 0, r.stderr
+    assert "accel" in r.stdout and (tmp_path / "out.html").exists()
+    if backend_unavailable("opencl") is None:
+        r = _glow_outside(tmp_path, "run", model, "--devices", "opencl,reference")
+        assert r.returncode == 0, r.stderr
+
+
+def test_device_config_adds_devices(tmp_path):
+    model = os.path.abspath(EXAMPLE_MODEL)
+    (tmp_path / "mine.toml").write_text('[[devices]]\nname = "mybox"\nbackend = "reference"\n'
+                                        'ops = ["Conv"]\nmemory_mb = 32\n')
+    r = _glow_outside(tmp_path, "partition", model, "--devices", "reference,mybox")
+    assert r.returncode != 0 and "mybox" in r.stderr
+    r = _glow_outside(tmp_path, "partition", model, "--devices", "reference,mybox",
+                      "--device-config", "mine.toml", "--pin", "Conv=mybox")
+    assert r.returncode == 0, r.stderr
+    assert "mybox" in r.stdout
+    r = _glow_outside(tmp_path, "run", model, "--devices", "reference,mybox", "--device-config", "mine.toml")
+    assert r.returncode == 0, r.stderr
+
+
+# -- a placement report that scales (issue 18) ---------------------------------------------------
+def _dot_boxes(dot_text):
+    """Graphviz's own layout of `dot_text` (`dot -Tplain`): {node id: (x, y, w, h)}."""
+    out = subprocess.run([shutil.which("dot"), "-Tplain"], input=dot_text, capture_output=True,
+                         text=True, check=True).stdout
+    boxes = {}
+    for line in out.splitlines():
+        f = line.split()
+        if f and f[0] == "node":
+            boxes[f[1]] = tuple(float(v) for v in f[2:6])
+    return boxes
+
+
+def _big_placement():
+    """A chain of 40 MatMul/Add/Relu blocks over reference + accel (accel cannot Add): past
+    NODE_VIEW_LIMIT nodes, in many partitions."""
+    return partition(chain_model(n=40, width=8), ["reference", "accel"], pins={"MatMul": "accel"})
+
+
+def test_big_placement_is_drawn_as_partitions_and_small_as_nodes():
+    from glow.partition.report import NODE_VIEW_LIMIT
+
+    pl = _big_placement()
+    assert len(pl.graph.nodes) > NODE_VIEW_LIMIT and len(pl.partitions) > 10
+    dot = pl.to_dot()
+    # one box per partition (plus inputs/outputs and the legend), none per graph node
+    for p in pl.partitions:
+        assert f"  p{p.index} [" in dot
+    assert "n0 [" not in dot
+    # transfers are the edges, labelled with their bytes
+    crossing = [t for t in pl.transfers if t.src is not None and t.dst is not None]
+    assert crossing and all(f"p{t.src} -> p{t.dst} [label=" in dot for t in crossing)
+    small = partition(chain_model(n=3, width=8), ["reference", "accel"], pins={"MatMul": "accel"})
+    assert "n0 [" in small.to_dot() and "n0 [" in pl.to_dot(view="nodes")
+    with pytest.raises(glow.GlowError, match="view"):
+        pl.to_dot(view="sideways")
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="needs Graphviz dot")
+@pytest.mark.parametrize("view", ["nodes", "partitions"])
+def test_report_boxes_do_not_overlap_and_labels_are_wrapped(view):
+    pl = _big_placement()
+    dot = pl.to_dot(view=view)
+    # box and edge labels are wrapped (the picture's title, one line across the top, may be wider)
+    boxed = re.sub(r'\n  label="(?:[^"\\]|\\.)*";\n}\n$', "", dot)
+    assert boxed != dot
+    labels = re.findall(r'label="((?:[^"\\]|\\.)*)"', boxed)
+    assert labels and max(len(line) for lab in labels for line in lab.split("\n")) <= 45
+    boxes = list(_dot_boxes(dot).values())
+    for i, (x, y, w, h) in enumerate(boxes):
+        for x2, y2, w2, h2 in boxes[i + 1:]:
+            assert abs(x - x2) >= (w + w2) / 2 - 1e-3 or abs(y - y2) >= (h + h2) / 2 - 1e-3
+
+
+def test_html_report_says_where_and_why_for_every_node(tmp_path):
+    pl = partition(EXAMPLE_MODEL, ["accel", "reference"], pins={"relu2": "reference"})
+    out = tmp_path / "p.html"
+    pl.write(str(out))
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    for n in pl.graph.nodes:
+        import html
+
+        r = pl.reasons[n.name]
+        assert (f"<tr><td>{html.escape(n.name)}</td><td>{n.op.name}</td>" in page), n.name
+        assert html.escape(r["detail"]) in page
+    assert "pinned by &#x27;relu2&#x27;" in page
+    assert ("<svg" in page) == (shutil.which("dot") is not None)

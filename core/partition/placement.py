@@ -56,15 +56,15 @@ class Placement:
 
         return to_json(self)
 
-    def to_dot(self) -> str:
+    def to_dot(self, view: str = "auto") -> str:
         from .report import to_dot
 
-        return to_dot(self)
+        return to_dot(self, view)
 
-    def write(self, path: str) -> None:
+    def write(self, path: str, view: str = "auto") -> None:
         from .report import write_report
 
-        write_report(self, path)
+        write_report(self, path, view)
 
 
 def place(graph: Graph, targets: list[Target], *, pins=None, bans=None, strict: bool = False,

@@ -94,31 +94,87 @@ def to_text(pl) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_dot(pl) -> str:
-    """One cluster per partition, nodes coloured by device, transfers as bold red edges."""
+#: Past this many nodes the picture shows partitions (`view="auto"`): one box per node stops being
+#: readable around here (ResNet-50's 123 nodes made a 9,000-pt strip).
+NODE_VIEW_LIMIT = 60
 
-    def q(s: str) -> str:
-        return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"') + '"'
+#: Graphviz settings shared by both views: top-down, room between boxes so that labels (kept short
+#: and wrapped) never overlap; edge labels are laid out by dot as nodes, so they do not collide.
+_GRAPH_ATTRS = ('  rankdir=TB; compound=true; newrank=true; nodesep=0.3; ranksep=0.35; '
+                'fontname=Helvetica; fontsize=11; labelloc=t;')
 
+
+def _q(s) -> str:
+    return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _wrap(text: str, width: int = 22, lines: int = 3) -> str:
+    """Wrap a label to `lines` lines of about `width` characters (Graphviz does not wrap)."""
+    import textwrap
+
+    out = textwrap.wrap(str(text), width, break_long_words=True, break_on_hyphens=False) or [""]
+    if len(out) > lines:
+        out = out[:lines - 1] + [out[lines - 1][:width - 1] + "\u2026"]
+    return "\n".join(out)
+
+
+def _view(pl, view: str) -> str:
+    if view not in ("auto", "nodes", "partitions"):
+        raise GlowError(f"report view must be 'auto', 'nodes' or 'partitions', got {view!r}")
+    if view == "auto":
+        return "partitions" if len(pl.graph.nodes) > NODE_VIEW_LIMIT else "nodes"
+    return view
+
+
+def to_dot(pl, view: str = "auto") -> str:
+    """The placement as Graphviz DOT. `view="nodes"`: one cluster per partition, a box per node
+    coloured by device (with why it went there), transfers as bold red edges with their bytes.
+    `view="partitions"`: a box per partition (device, node and op counts, memory, estimate),
+    transfers between partitions as edges with their total bytes. `"auto"`: partitions past
+    NODE_VIEW_LIMIT nodes."""
+    if _view(pl, view) == "partitions":
+        return _partition_dot(pl)
+    return _node_dot(pl)
+
+
+def _legend(pl, colour) -> list[str]:
+    lines = ["  subgraph cluster_legend { label=\"devices\"; style=dashed; fontsize=10;"]
+    for i, t in enumerate(pl.targets):
+        lines.append(f"    legend{i} [shape=box, style=filled, fillcolor={_q(colour[t.name])}, "
+                     f"label={_q(_wrap(t.describe(), 40, 3))}];")
+    return lines + ["  }"]
+
+
+def _node_dot(pl) -> str:
+    q = _q
     colour = {t.name: COLOURS[i % len(COLOURS)] for i, t in enumerate(pl.targets)}
     node_id = {n.name: f"n{i}" for i, n in enumerate(pl.graph.nodes)}
     part_of = {n.name: p.index for p in pl.partitions for n in p.nodes}
-    lines = [f"digraph {q(pl.graph.name + ' placement')} {{", "  rankdir=TB; compound=true;",
-             "  node [fontname=Helvetica, fontsize=10, style=filled]; edge [fontname=Helvetica, fontsize=9];"]
+    lines = [f"digraph {q(pl.graph.name + ' placement')} {{", _GRAPH_ATTRS,
+             "  node [fontname=Helvetica, fontsize=10, style=filled, margin=\"0.08,0.03\"]; "
+             "edge [fontname=Helvetica, fontsize=9, arrowsize=0.6];"]
     for p in pl.partitions:
         label = (f"{p.name} on {p.target.name}: {len(p.nodes)} nodes, {fmt_bytes(p.memory_bytes)}, "
                  f"est {fmt_time(p.est_time_s)}")
-        lines.append(f"  subgraph cluster_{p.index} {{ label={q(label)}; style=rounded; color=gray40;")
+        # The partition's title is a node of its own (not the cluster's label): dot routes edges
+        # around nodes, while it lets edges entering the cluster run straight through its label.
+        lines.append(f"  subgraph cluster_{p.index} {{ label=\"\"; style=rounded; color=gray40;")
+        lines.append(f"    h{p.index} [shape=plaintext, style=\"\", fontsize=10, label={q(_wrap(label, 34, 2))}];")
+        inside = {id(o) for n in p.nodes for o in n.outputs}
+        for n in p.nodes:  # the title sits above the partition's first nodes
+            if not any(id(v) in inside for v in n.all_inputs):
+                lines.append(f"    h{p.index} -> {node_id[n.name]} [style=invis];")
         for n in p.nodes:
             r = pl.reasons[n.name]
             tip = f"{r['kind']}: {r['detail']}"
+            label = f"{n.op.name}\n{_wrap(n.name, 22, 2)}\n[{r['kind']}]"
             lines.append(f"    {node_id[n.name]} [shape=box, fillcolor={q(colour[p.target.name])}, "
-                         f"label={q(n.op.name + chr(10) + n.name)}, tooltip={q(tip)}"
+                         f"label={q(label)}, tooltip={q(tip)}"
                          f"{', penwidth=2, color=red' if r.get('fallback') else ''}];")
         lines.append("  }")
     src = {}
     for v in pl.graph.inputs:
-        lines.append(f"  {q('in:' + v.name)} [shape=ellipse, fillcolor=white, label={q(v.name)}];")
+        lines.append(f"  {q('in:' + v.name)} [shape=ellipse, fillcolor=white, label={q(_wrap(v.name))}];")
         src[id(v)] = ("in:" + v.name, None)
     for n in pl.graph.nodes:
         for o in n.outputs:
@@ -131,46 +187,149 @@ def to_dot(pl) -> str:
             seen.add(id(v))
             s, sp = src[id(v)]
             if sp is not None and sp != part_of[n.name]:
-                lines.append(f"  {q(s)} -> {node_id[n.name]} [color=red, penwidth=2, "
+                lines.append(f"  {q(s)} -> {node_id[n.name]} [color=red, penwidth=2, fontcolor=red, "
                              f"label={q(fmt_bytes(value_bytes(v)))}];")
             else:
                 lines.append(f"  {q(s)} -> {node_id[n.name]};")
     for v in pl.graph.outputs:
-        lines.append(f"  {q('out:' + v.name)} [shape=ellipse, fillcolor=white, style=bold, label={q(v.name)}];")
+        lines.append(f"  {q('out:' + v.name)} [shape=ellipse, fillcolor=white, style=bold, "
+                     f"label={q(_wrap(v.name))}];")
         if id(v) in src:
             lines.append(f"  {q(src[id(v)][0])} -> {q('out:' + v.name)};")
-    lines.append("  subgraph cluster_legend { label=\"devices\"; style=dashed;")
-    for i, t in enumerate(pl.targets):
-        lines.append(f"    legend{i} [shape=box, fillcolor={q(colour[t.name])}, label={q(t.describe())}];")
-    lines.append("  }")
-    note = f"red edges: transfers between partitions; red boxes: nodes that fell back from {pl.targets[0].name}"
-    lines.append(f"  label={q(note)};")
-    lines.append("}")
+    lines += _legend(pl, colour)
+    note = (f"{pl.graph.name}: red edges are transfers between partitions; red boxes fell back from "
+            f"{pl.targets[0].name}; [kind] is why a node is where it is")
+    lines += [f"  label={q(_wrap(note, 90, 2))};", "}"]
     return "\n".join(lines) + "\n"
 
 
-def write_report(pl, path: str) -> None:
-    """By extension: .json, .dot, .txt, or .svg/.png/.pdf rendered by Graphviz `dot`. Written
-    through a temporary file (glow.fileio): no partial report, and an unwritable folder or a
-    folder at `path` is a GlowError naming the path."""
+def _partition_dot(pl) -> str:
+    """Partitions as boxes, transfers as edges: readable for any model size (a box per partition,
+    not per node)."""
+    q = _q
+    colour = {t.name: COLOURS[i % len(COLOURS)] for i, t in enumerate(pl.targets)}
+    lines = [f"digraph {q(pl.graph.name + ' placement')} {{", _GRAPH_ATTRS,
+             "  node [fontname=Helvetica, fontsize=10, style=filled, shape=box, margin=\"0.1,0.04\"]; "
+             "edge [fontname=Helvetica, fontsize=9, arrowsize=0.6];"]
+    for p in pl.partitions:
+        kinds = Counter(pl.reasons[n.name]["kind"] for n in p.nodes)
+        ops = ", ".join(f"{op} x{c}" if c > 1 else op for op, c in Counter(n.op.name for n in p.nodes).most_common(4))
+        extra = len({n.op.name for n in p.nodes}) - 4
+        ops += f", +{extra} more" if extra > 0 else ""
+        fell = sum(1 for n in p.nodes if pl.reasons[n.name].get("fallback"))
+        label = (f"{p.name} on {p.target.name}  ({len(p.nodes)} node{'s' * (len(p.nodes) != 1)})\n"
+                 f"{_wrap(ops, 34, 2)}\n"
+                 f"{fmt_bytes(p.memory_bytes)}, est {fmt_time(p.est_time_s)}\n"
+                 + "why: " + ", ".join(f"{k} {c}" for k, c in kinds.most_common())
+                 + (f"\n{fell} fell back" if fell else ""))
+        tip = "; ".join(n.name for n in p.nodes[:40])
+        lines.append(f"  p{p.index} [fillcolor={q(colour[p.target.name])}, label={q(label)}, tooltip={q(tip)}"
+                     f"{', penwidth=2, color=red' if fell else ''}];")
+    lines.append("  host_in [shape=ellipse, fillcolor=white, label=\"inputs\"];")
+    lines.append("  host_out [shape=ellipse, fillcolor=white, style=bold, label=\"outputs\"];")
+    edges: dict[tuple, list] = {}
+    for t in pl.transfers:
+        a = "host_in" if t.src is None else f"p{t.src}"
+        b = "host_out" if t.dst is None else f"p{t.dst}"
+        edges.setdefault((a, b), []).append(t)
+    for p in pl.partitions:  # dependencies that move no bytes (same device) still order the picture
+        for c in sorted(p.parents):
+            edges.setdefault((f"p{c}", f"p{p.index}"), [])
+    for (a, b), ts in edges.items():
+        if not ts:
+            lines.append(f"  {a} -> {b} [color=gray50];")
+            continue
+        nbytes = sum(t.nbytes for t in ts)
+        what = f"{len(ts)} values" if len(ts) > 1 else _wrap(ts[0].value, 18, 1)
+        cross = "host" not in a and "host" not in b
+        style = ", color=red, penwidth=2, fontcolor=red" if cross else ", color=gray40"
+        lines.append(f"  {a} -> {b} [label={q(fmt_bytes(nbytes) + chr(10) + what)}{style}];")
+    lines += _legend(pl, colour)
+    crossing = [t for t in pl.transfers if t.src is not None and t.dst is not None]
+    note = (f"{pl.graph.name}: {len(pl.graph.nodes)} nodes in {len(pl.partitions)} partitions; "
+            f"red edges: {len(crossing)} transfers between partitions "
+            f"({fmt_bytes(sum(t.nbytes for t in crossing))}), labelled with their bytes")
+    lines += [f"  label={q(_wrap(note, 90, 2))};", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def _render(pl, fmt: str, path: str, view: str) -> bytes:
+    dot = shutil.which("dot")
+    if dot is None:
+        raise GlowError(f"{path}: rendering .{fmt} needs Graphviz `dot`, which is not installed "
+                        f"(write .html, .txt or .dot instead)")
+    r = subprocess.run([dot, f"-T{fmt}"], input=to_dot(pl, view).encode(), capture_output=True,
+                       timeout=300)
+    if r.returncode != 0:
+        raise GlowError(f"{path}: dot failed: {r.stderr.decode(errors='replace').strip()[:200]}")
+    return r.stdout
+
+
+def to_html(pl, svg: str | None = None) -> str:
+    """A self-contained page: the summary, the picture (`svg`, when given), and tables of devices,
+    partitions, transfers and every node -> device -> reason (readable without tooltips)."""
+    from html import escape as e
+
+    def table(head, rows):
+        out = ["<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>"]
+        out += ["<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r) + "</tr>" for r in rows]
+        return "\n".join(out + ["</table>"])
+
+    summary = to_text(pl).split("\n", 1)[0]
+    colour = {t.name: COLOURS[i % len(COLOURS)] for i, t in enumerate(pl.targets)}
+    nodes = ["<table><tr><th>node</th><th>op</th><th>device</th><th>why</th><th>detail</th></tr>"]
+    for n in pl.graph.nodes:
+        r, d = pl.reasons[n.name], pl.device_of[n.name]
+        mark = " (fallback)" if r.get("fallback") else ""
+        nodes.append(f"<tr><td>{e(n.name)}</td><td>{e(n.op.name)}</td>"
+                     f"<td style=\"background:{colour.get(d, '#fff')}\">{e(d)}</td>"
+                     f"<td>{e(r['kind'] + mark)}</td><td>{e(r['detail'])}</td></tr>")
+    nodes.append("</table>")
+    parts = table(["partition", "device", "stage", "nodes", "ops", "memory", "est", "after"],
+                  [(p.name, p.target.name, p.stage, len(p.nodes),
+                    ", ".join(f"{o} x{c}" for o, c in Counter(n.op.name for n in p.nodes).most_common()),
+                    fmt_bytes(p.memory_bytes), fmt_time(p.est_time_s),
+                    ",".join(f"p{q}" for q in sorted(p.parents)) or "inputs") for p in pl.partitions])
+    xfers = table(["value", "bytes", "from", "to", "est"],
+                  [(t.value, fmt_bytes(t.nbytes), _end(pl, t.src), _end(pl, t.dst), fmt_time(t.est_time_s))
+                   for t in pl.transfers])
+    devs = table(["device", "backend", "cap", "used", "partitions"],
+                 [(t.name, t.device.backend, "none" if t.memory_bytes is None else fmt_bytes(t.memory_bytes),
+                   fmt_bytes(u["total"]), ",".join(f"p{i}" for i in u["partitions"]) or "-")
+                  for t, u in zip(pl.targets, pl.usage)])
+    picture = svg[svg.index("<svg"):] if svg and "<svg" in svg else (
+        "<p>(no picture: Graphviz <code>dot</code> is not installed)</p>")
+    style = ("body{font-family:Helvetica,Arial,sans-serif;margin:1.5em} table{border-collapse:collapse;"
+             "margin-bottom:1.5em} td,th{border:1px solid #ccc;padding:2px 8px;text-align:left;"
+             "font-size:13px;vertical-align:top} th{background:#eee} .pic{overflow:auto;max-height:90vh;"
+             "border:1px solid #ddd}")
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{e(pl.graph.name)} placement"
+            f"</title><style>{style}</style></head><body>\n<h1>Placement of {e(pl.graph.name)}</h1>\n"
+            f"<p>{e(summary)}</p>\n<h2>Devices</h2>\n{devs}\n<h2>Picture</h2>\n<div class=\"pic\">"
+            f"{picture}</div>\n<h2>Partitions</h2>\n{parts}\n<h2>Transfers</h2>\n{xfers}\n"
+            f"<h2>Nodes: where and why</h2>\n" + "\n".join(nodes) + "\n</body></html>\n")
+
+
+def write_report(pl, path: str, view: str = "auto") -> None:
+    """By extension: .json, .dot, .txt, .html (tables of every node -> device -> reason, with the
+    picture embedded when Graphviz is installed), or .svg/.png/.pdf rendered by Graphviz `dot`.
+    `view` picks the picture (see to_dot). Written through a temporary file (glow.fileio): no
+    partial report, and an unwritable folder or a folder at `path` is a GlowError naming the path."""
     ext = os.path.splitext(path)[1].lower()
+    _view(pl, view)
     if ext == ".json":
         text = json.dumps(to_json(pl), indent=2)
     elif ext in (".dot", ".gv"):
-        text = to_dot(pl)
+        text = to_dot(pl, view)
     elif ext in (".txt", ""):
         text = to_text(pl)
+    elif ext in (".html", ".htm"):
+        svg = _render(pl, "svg", path, view).decode() if shutil.which("dot") else None
+        text = to_html(pl, svg)
     elif ext in (".svg", ".png", ".pdf"):
-        dot = shutil.which("dot")
-        if dot is None:
-            raise GlowError(f"{path}: rendering {ext} needs Graphviz `dot`, which is not installed "
-                            f"(write .dot and render it elsewhere)")
-        r = subprocess.run([dot, f"-T{ext[1:]}"], input=to_dot(pl).encode(), capture_output=True,
-                           timeout=300)
-        if r.returncode != 0:
-            raise GlowError(f"{path}: dot failed: {r.stderr.decode(errors='replace').strip()[:200]}")
-        write_atomic(path, lambda f: f.write(r.stdout), suffix=ext, what="placement report")
+        data = _render(pl, ext[1:], path, view)
+        write_atomic(path, lambda f: f.write(data), suffix=ext, what="placement report")
         return
     else:
-        raise GlowError(f"{path}: unknown report format '{ext}' (use .txt, .json, .dot, .svg or .png)")
+        raise GlowError(f"{path}: unknown report format '{ext}' (use .txt, .json, .dot, .html, .svg or .png)")
     write_atomic(path, lambda f: f.write(text.encode()), suffix=ext, what="placement report")
