@@ -2,7 +2,7 @@
 
 from . import dtypes
 from .api import available_backends, compile
-from .backend import API_VERSION, Backend, CompileOptions, Device, Executable
+from .backend import API_VERSION, Backend, CompileOptions, Device, Executable, Profile, ProfileRecord, TensorInfo
 from .errors import (
     BackendError,
     GlowError,
@@ -33,6 +33,7 @@ def __getattr__(name):
 __all__ = [
     "API_VERSION", "Backend", "BackendError", "CompileOptions", "Device", "Executable", "GlowError",
     "Graph", "GraphBuilder", "GraphError", "InputError", "InternalError", "LoweringError",
-    "ModelLoadError", "Node", "UnsupportedOpError", "Value", "available_backends", "compile", "dtypes", "hookimpl",
+    "ModelLoadError", "Node", "Profile", "ProfileRecord", "TensorInfo", "UnsupportedOpError", "Value",
+    "available_backends", "compile", "dtypes", "hookimpl",
     "load_onnx", "run_graph",
 ]

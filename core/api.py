@@ -30,7 +30,7 @@ def _as_graph(model) -> Graph:
 
 def compile(model, backend: str | None = None, *, native: str | None = None,
             threads: int | None = None, devices=None, optimize: bool = True, pins=None, bans=None,
-            strict: bool = False, objective: str = "latency") -> Executable:
+            strict: bool = False, objective: str = "latency", progress=None) -> Executable:
     """Compile a model (Graph, ModelProto or path) for a backend; returns an executable.
 
     `native="floor"` restricts the backend to the primitive floor (everything else is lowered).
@@ -41,17 +41,21 @@ def compile(model, backend: str | None = None, *, native: str | None = None,
     the partitions together (`.placement` says what runs where and why). `pins` ({node name, op
     or glob: device}), `bans` ({pattern: device or [devices]}), `strict` (error instead of
     falling back from the first device) and `objective` ("latency" or "throughput") steer it.
+
+    `progress`, a callable, is called with each phase's name as it starts: "optimise", "lower",
+    "compile" (for `devices=`, one "partition" phase); the CLI draws these on a terminal.
     """
     graph = _as_graph(model)
     what = f"compiling graph '{graph.name}' for " + (f"devices {devices}" if devices else
                                                      f"backend '{backend or 'default'}'")
     with internal_errors(what):  # a non-GlowError from here on is a glow bug: InternalError
         return _compile(graph, backend, native=native, threads=threads, devices=devices,
-                        optimize=optimize, pins=pins, bans=bans, strict=strict, objective=objective)
+                        optimize=optimize, pins=pins, bans=bans, strict=strict, objective=objective,
+                        phase=progress or (lambda name: None))
 
 
 def _compile(graph, backend, *, native, threads, devices, optimize, pins, bans, strict,
-             objective) -> Executable:
+             objective, phase) -> Executable:
     if native not in (None, "floor", "all"):
         raise BackendError(f"unknown --native set '{native}' (expected 'floor' or 'all')")
     if devices:
@@ -59,6 +63,7 @@ def _compile(graph, backend, *, native, threads, devices, optimize, pins, bans, 
             raise BackendError("pass either backend= or devices=, not both")
         from .partition import compile_partitioned
 
+        phase("partition")
         return compile_partitioned(graph, devices, pins=pins, bans=bans, strict=strict,
                                    objective=objective, native=native, threads=threads,
                                    optimize=optimize)
@@ -66,7 +71,17 @@ def _compile(graph, backend, *, native, threads, devices, optimize, pins, bans, 
         raise BackendError("pins, bans and strict apply to multi-device compilation (devices=[...])")
     reg = registry()
     be = reg.get(backend) if backend else reg.default()
-    graph = optimize_for_backend(graph, be, native) if optimize else prepare_for_backend(graph, be, native)
+    if optimize:
+        from .passes import optimize_graph
+
+        phase("optimise")
+        graph = optimize_graph(graph)
+        phase("lower")
+        graph = _lower_and_fuse(graph, be, native)
+    else:
+        phase("lower")
+        graph = prepare_for_backend(graph, be, native)
+    phase("compile")
     return be.compile(graph, CompileOptions(native=native, threads=threads))
 
 
@@ -86,9 +101,15 @@ def prepare_for_backend(graph: Graph, be, native: str | None = None) -> Graph:
 
 def optimize_for_backend(graph: Graph, be, native: str | None = None) -> Graph:
     """The graph half of the compile flow: optimise, lower, clean up, fuse (see glow.passes)."""
-    from .passes import cleanup_graph, fuse_for_backend, optimize_graph
+    from .passes import optimize_graph
 
-    graph = prepare_for_backend(optimize_graph(graph), be, native)
+    return _lower_and_fuse(optimize_graph(graph), be, native)
+
+
+def _lower_and_fuse(graph: Graph, be, native: str | None) -> Graph:
+    from .passes import cleanup_graph, fuse_for_backend
+
+    graph = prepare_for_backend(graph, be, native)
     graph = be.transform_graph(graph)  # the backend's own rewrites (e.g. layouts), step 6
     graph = prepare_for_backend(cleanup_graph(graph), be, native)
     return fuse_for_backend(graph, be)

@@ -7,11 +7,15 @@ lists its devices with rough cost figures for the partitioner, and compiles a gr
 
 from __future__ import annotations
 
+import threading
+import time
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import BackendError, InternalError, internal_errors
+from .errors import BackendError, InputError, InternalError, internal_errors
 from .graph import Graph, Node
 from .interpreter import check_inputs
 
@@ -47,6 +51,81 @@ class CompileOptions:
     verify: bool = False
 
 
+@dataclass(frozen=True)
+class TensorInfo:
+    """One graph input or output, as `exe.inputs` / `exe.outputs` list them.
+
+    `shape` holds ints for static dims and strings for symbolic ones (`("N", 3, 224, 224)`);
+    it is None when the rank is unknown or the value is not a tensor. `dtype` is the element
+    type's name ("float32", "int64", ...; for a sequence or optional, its type as text) and
+    `np_dtype` the NumPy dtype that holds it (None for non-tensors)."""
+
+    name: str
+    shape: tuple | None
+    dtype: str
+    np_dtype: object = None
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+
+def _info(v) -> TensorInfo:
+    from . import dtypes as dt
+
+    t = v.type
+    if isinstance(t, dt.TensorType):
+        shape = None if t.shape is None else tuple(d if isinstance(d, int) else str(d) for d in t.shape)
+        base = getattr(t.dtype, "base", None)  # a quantized type: held in its storage type
+        try:
+            npd = (base or t.dtype).np
+        except Exception:  # noqa: BLE001 - an exotic holder that cannot load: the name still says it
+            npd = None
+        return TensorInfo(v.name, shape, str(t.dtype), npd)
+    return TensorInfo(v.name, None, str(t), None)
+
+
+@dataclass(frozen=True)
+class ProfileRecord:
+    """Time spent in one node (or kernel, partition, or the whole run: see `Profile.granularity`)."""
+
+    name: str
+    op: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Profile:
+    """`exe.profile(feeds)`: records sorted by time, slowest first, and the outputs of the run.
+
+    `granularity` says what a record is: "node" (the reference backend times every node),
+    "partition" (a multi-device executable times every partition on its device) or "run" (a
+    backend whose compiled code cannot be timed per node: one record for the whole run)."""
+
+    records: list
+    granularity: str
+    total_seconds: float
+    outputs: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def table(self, limit: int | None = 30) -> str:
+        """A printable table: time, share of the total, op and name, slowest first."""
+        rows = self.records if limit is None else self.records[:limit]
+        total = self.total_seconds or 1e-12
+        lines = [f"profile by {self.granularity}: {len(self.records)} record(s), "
+                 f"{self.total_seconds * 1e3:.3f} ms in all"]
+        if self.granularity == "run":
+            lines.append("(this backend cannot time single nodes: the whole run is one record)")
+        lines.append(f"{'ms':>10} {'%':>6}  {'op':<20} name")
+        for r in rows:
+            lines.append(f"{r.seconds * 1e3:>10.3f} {100 * r.seconds / total:>6.1f}  {r.op:<20.20} {r.name}")
+        if len(rows) < len(self.records):
+            lines.append(f"... {len(self.records) - len(rows)} more")
+        return "\n".join(lines) + "\n"
+
+    def __str__(self) -> str:
+        return self.table()
+
+
 class Executable:
     """A compiled graph. `run({name: array}) -> {name: array}`, inputs checked against the graph.
 
@@ -55,6 +134,10 @@ class Executable:
     an output is also an input or a weight: IR buffer names are unique, so `x` out is `x_1`).
     `run` keys them by the graph's output names either way, and turns any exception other
     than a GlowError into an InternalError (a glow bug, with the node it was working on).
+
+    Every executable also has `inputs` / `outputs` (TensorInfo records), `run(feeds,
+    outputs=[...])`, `profile(feeds)` and `submit(feeds)`. A subclass may time finer than the
+    whole run by overriding `_profile(feeds) -> (records, granularity, outputs)`.
     """
 
     def __init__(self, graph: Graph):
@@ -68,10 +151,23 @@ class Executable:
     def output_names(self) -> list[str]:
         return self.graph.output_names
 
-    def run(self, feeds: dict) -> dict:
+    @property
+    def inputs(self) -> list[TensorInfo]:
+        """The graph inputs: name, shape (symbolic dims as strings), dtype."""
+        return [_info(v) for v in self.graph.inputs]
+
+    @property
+    def outputs(self) -> list[TensorInfo]:
+        """The graph outputs: name, shape (symbolic dims as strings), dtype."""
+        return [_info(v) for v in self.graph.outputs]
+
+    def run(self, feeds: dict, outputs=None) -> dict:
+        """Run the graph; `outputs=[names]` returns only those outputs, in that order (the whole
+        graph still runs). An unknown output name is an InputError."""
+        wanted = self._wanted(outputs)
         feeds = check_inputs(self.graph, feeds)
         with internal_errors(f"running graph '{self.graph.name}' on {type(self).__name__}"):
-            return _by_output_name(self._run(feeds), self.output_names)
+            return _select(_by_output_name(self._run(feeds), self.output_names), wanted)
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -89,6 +185,53 @@ class Executable:
     def uses_device_handles(self) -> bool:
         """Whether this executable overrides `run_device` (what the runtime asks before a run)."""
         return getattr(type(self), "run_device", None) is not Executable.run_device
+
+    def _wanted(self, outputs) -> list[str] | None:
+        if outputs is None:
+            return None
+        if isinstance(outputs, str):
+            outputs = [outputs]
+        outputs = list(outputs)
+        unknown = [n for n in outputs if n not in self.output_names]
+        if unknown:
+            raise InputError(f"unknown output name(s) {unknown}; the graph's outputs are {self.output_names}")
+        return outputs
+
+    def profile(self, feeds: dict) -> Profile:
+        """Run once and time it: per node where the backend can (see `Profile.granularity`),
+        sorted slowest first. `print(exe.profile(feeds))` prints the table."""
+        feeds = check_inputs(self.graph, feeds)
+        with internal_errors(f"profiling graph '{self.graph.name}' on {type(self).__name__}"):
+            t0 = time.perf_counter()
+            records, granularity, outs = self._profile(feeds)
+            total = time.perf_counter() - t0
+        records = sorted(records, key=lambda r: r.seconds, reverse=True)
+        return Profile(records, granularity, total, _by_output_name(outs, self.output_names))
+
+    def _profile(self, feeds: dict):
+        t0 = time.perf_counter()
+        outs = self._run(feeds)
+        return [ProfileRecord(self.graph.name, "(whole run)", time.perf_counter() - t0)], "run", outs
+
+    def submit(self, feeds: dict, outputs=None) -> Future:
+        """Start a run and return a concurrent.futures.Future of its outputs at once. A
+        single-device executable runs its requests one after another, in submission order, on
+        one worker thread of its own (made on first use); errors arrive through the future."""
+        wanted = self._wanted(outputs)
+        with _POOL_LOCK:
+            pool = self.__dict__.get("_submit_pool")
+            if pool is None:
+                pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="glow-submit")
+                self.__dict__["_submit_pool"] = pool
+                weakref.finalize(self, pool.shutdown, wait=False)
+        return pool.submit(self.run, feeds, wanted)
+
+
+_POOL_LOCK = threading.Lock()
+
+
+def _select(outs: dict, wanted: list[str] | None) -> dict:
+    return outs if wanted is None else {n: outs[n] for n in wanted}
 
 
 def _by_output_name(outs: dict, names: list[str]) -> dict:

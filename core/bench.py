@@ -110,7 +110,11 @@ def bench(spec: str, backend: str | None = None, threads: int = 1, rounds: int =
             peer.run(None, feeds)
     runners = [lambda: exe.run(feeds)] + ([lambda: peer.run(None, feeds)] if peer is not None else [])
     times: list[list[float]] = [[] for _ in runners]
+    from .progress import bar
+
+    rounds_bar = bar(rounds, f"bench {name}", unit="round")  # drawn only on a terminal
     for i in range(rounds):
+        rounds_bar.update(1)
         order = range(len(runners)) if i % 2 == 0 else reversed(range(len(runners)))
         for who in order:
             if len(runners) > 1:
@@ -118,6 +122,7 @@ def bench(spec: str, backend: str | None = None, threads: int = 1, rounds: int =
             t = time.perf_counter()
             runners[who]()
             times[who].append(time.perf_counter() - t)
+    rounds_bar.close()
     g_times, p_times = times[0], times[1] if peer is not None else []
     return BenchResult(name, be_name, threads, rounds, compile_s, Timing.of(g_times),
                        Timing.of(p_times) if p_times else None, vs if peer is not None else None, diff)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import statistics
 import sys
+import time
 
 import numpy as np
 
@@ -18,6 +21,9 @@ EXIT_BAD_INPUT = 2
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "verbose", False):  # backends' build notes (PoCL's compiler output) too
+        os.environ["GLOW_VERBOSE"] = "1"
+        os.environ.setdefault("PYOPENCL_COMPILER_OUTPUT", "1")
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_BAD_INPUT
@@ -49,10 +55,15 @@ def argv_command(args) -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="glow", description="Glow for Python: compile and run ONNX models "
                                 "on pluggable backends.")
+    p.add_argument("--version", action="version", version=f"glow {_version()}")
+    p.add_argument("-v", "--verbose", action="store_true", default=False,
+                   help="also show backends' build warnings (PoCL's compiler output)")
     sub = p.add_subparsers(title="commands", metavar="COMMAND")
 
-    r = sub.add_parser("run", help="run a model once and print (or save) its outputs",
-                       description="Run MODEL once. Without --inputs, inputs are made from a fixed seed.")
+    r = sub.add_parser("run", help="run a model and print (or save) its outputs",
+                       description="Run MODEL (once, or --repeat N times). Without --inputs, inputs are "
+                       "made from a fixed seed. Reports the backend, the compile time and the run time "
+                       "on stderr; the outputs' summary goes to stdout.")
     r.add_argument("model", help="path to an .onnx file")
     r.add_argument("--backend", "-b", default=None, help="backend name (default: best available)")
     r.add_argument("--native", choices=["floor", "all"], default=None,
@@ -60,6 +71,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--inputs", metavar="IN.npz", help="inputs keyed by graph input name")
     r.add_argument("--outputs", metavar="OUT.npz", help="write outputs here, keyed by output name")
     r.add_argument("--seed", type=int, default=0, help="seed for generated inputs (default 0)")
+    r.add_argument("--shape", action="append", default=[], metavar="NAME=DxDx...",
+                   help="shape of a generated input with symbolic dims, e.g. image=2x3x224x224; "
+                   "repeatable (without it a symbolic dim is 1, with a warning)")
+    r.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="threads for the cpu backend (default: $GLOW_CPU_THREADS, else every core)")
+    r.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run N times (fresh generated inputs each time; the same --inputs) and report "
+                   "the median and min run time")
+    r.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                   help="also show backends' build warnings")
     _placement_args(r, required=False)
     r.set_defaults(func=cmd_run)
 
@@ -157,17 +178,19 @@ def cmd_conformance(args) -> int:
     if args.jobs < 1:
         raise InputError("--jobs must be at least 1")
     known = read_known_failures(args.known_failures) if args.known_failures else None
-    tty = sys.stderr.isatty()
+    from .progress import bar
+
+    checks = bar(None, f"conformance {args.backend}", unit="check")  # drawn only on a terminal
 
     def progress(done, total, check):
-        if tty:
-            print(f"\rconformance: {done}/{total} {check.section}/{check.id:<50.50}", end="", file=sys.stderr)
+        checks.total = total
+        checks.set_postfix_str(f"{check.section}/{check.id}"[:50])
+        checks.update(1)
 
-    report = run_conformance(args.backend, sections=sections, pattern=args.filter, native=args.native,
-                             fallback=None if args.fallback == "none" else args.fallback,
-                             known_failures=known, progress=progress, jobs=args.jobs)
-    if tty:
-        print("\r" + " " * 100 + "\r", end="", file=sys.stderr)
+    with checks:
+        report = run_conformance(args.backend, sections=sections, pattern=args.filter, native=args.native,
+                                 fallback=None if args.fallback == "none" else args.fallback,
+                                 known_failures=known, progress=progress, jobs=args.jobs)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
@@ -278,8 +301,79 @@ def cmd_run(args) -> int:
     return 0
 
 
-def make_inputs(graph, seed: int = 0) -> dict:
-    """Deterministic inputs for every graph input (symbolic dims become 1)."""
+def report(line: str):
+    """`glow run`'s timings and choices: stderr, so stdout stays the outputs' summary."""
+    print(f"glow: {line}", file=sys.stderr)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("glow")
+    except Exception:  # noqa: BLE001 - not installed as a distribution (a source tree on sys.path)
+        from . import __version__
+
+        return __version__
+
+
+_SHAPE = re.compile(r"^([^=]+)=(\d+(?:[xX]\d+)*)?$")
+
+
+def parse_shapes(specs: list[str]) -> dict[str, tuple[int, ...]]:
+    """`--shape NAME=2x48` (repeatable; `NAME=` for a scalar) -> {name: (2, 48)}; InputError if malformed."""
+    out = {}
+    for spec in specs:
+        m = _SHAPE.match(spec.strip())
+        if not m:
+            raise InputError(f"--shape {spec!r}: expected NAME=DxDx... with whole numbers (e.g. x=2x48)")
+        name = m.group(1).strip()
+        if name in out:
+            raise InputError(f"--shape: input '{name}' given twice")
+        out[name] = tuple(int(d) for d in m.group(2).lower().split("x")) if m.group(2) else ()
+    return out
+
+
+def input_shapes(graph, shapes: dict | None = None, warn=None) -> dict[str, tuple[int, ...]]:
+    """The shape of each generated tensor input: --shape where given (checked against the
+    graph's rank and static dims), else static dims as they are and symbolic dims 1 (one
+    warning line per such input, naming it and saying how to choose)."""
+    from . import dtypes as dt
+
+    shapes = dict(shapes or {})
+    warn = warn or report
+    names = [v.name for v in graph.inputs]
+    unknown = sorted(set(shapes) - set(names))
+    if unknown:
+        raise InputError(f"--shape: unknown input(s) {unknown}; the graph's inputs are {names}")
+    out = {}
+    for v in graph.inputs:
+        t = v.type
+        if not isinstance(t, dt.TensorType):
+            continue
+        graph_shape = tuple(t.shape or ())
+        if v.name in shapes:
+            given = shapes[v.name]
+            if t.shape is not None and (len(given) != len(graph_shape) or any(
+                    isinstance(g, int) and g != d for g, d in zip(graph_shape, given))):
+                shown = "x".join(str(d) for d in graph_shape)
+                raise InputError(f"--shape {v.name}={'x'.join(map(str, given))}: the graph's input "
+                                 f"'{v.name}' has shape {shown or 'scalar'}")
+            out[v.name] = given
+            continue
+        symbolic = [str(d) for d in graph_shape if not isinstance(d, int)]
+        if symbolic:
+            shown = "x".join(str(d) if isinstance(d, int) else "1" for d in graph_shape)
+            warn(f"warning: input '{v.name}' has symbolic dim(s) {', '.join(symbolic)}: used 1 "
+                 f"(pass --shape {v.name}={shown} with the sizes you want)")
+        out[v.name] = tuple(d if isinstance(d, int) else 1 for d in graph_shape)
+    return out
+
+
+def make_inputs(graph, seed: int = 0, shapes: dict | None = None) -> dict:
+    """Deterministic inputs for every graph input; `shapes` ({name: dims}, from `input_shapes`)
+    gives their shapes, else symbolic dims become 1 (silently: `glow run` warns through
+    `input_shapes`)."""
     from . import dtypes as dt
     from .limits import check_alloc
 
@@ -289,7 +383,7 @@ def make_inputs(graph, seed: int = 0) -> dict:
         t = v.type
         if not isinstance(t, dt.TensorType):
             raise InputError(f"input '{v.name}' is a {t}; pass it with --inputs")
-        shape = tuple(d if isinstance(d, int) else 1 for d in (t.shape or ()))
+        shape = (shapes or {}).get(v.name) or tuple(d if isinstance(d, int) else 1 for d in (t.shape or ()))
         # Refused before NumPy allocates: a 64-bit draw plus the cast result per element.
         check_alloc(f"input '{v.name}'", "a generated input", shape, 8 + t.dtype.itemsize)
         if t.dtype.is_float:

@@ -8,6 +8,7 @@ type the op's shape rule promised, which keeps the shape rules honest.
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 
@@ -70,8 +71,9 @@ def _shape_str(shape):
                                                        for d in shape) + "]"
 
 
-def run_graph(graph: Graph, feeds: dict, *, check: bool = True) -> dict[str, object]:
-    """Run `graph` on `feeds` (name -> array; captures by name too) and return its outputs by name."""
+def run_graph(graph: Graph, feeds: dict, *, check: bool = True, timings: list | None = None) -> dict[str, object]:
+    """Run `graph` on `feeds` (name -> array; captures by name too) and return its outputs by name.
+    With `timings` (a list), each node's (node, seconds) is appended to it (Executable.profile)."""
     if check:
         captured = {c.name for c in graph.captures}
         plain = {k: v for k, v in feeds.items() if k not in captured}
@@ -97,6 +99,7 @@ def run_graph(graph: Graph, feeds: dict, *, check: bool = True) -> dict[str, obj
         if node.captures:
             attrs["_scope"] = {v.name: get(v) for v in node.captures}
         check_outputs(node, args, budget)
+        t0 = time.perf_counter() if timings is not None else 0.0
         try:
             result = node.op.reference(*args, **attrs)
         except GraphError:
@@ -110,6 +113,8 @@ def run_graph(graph: Graph, feeds: dict, *, check: bool = True) -> dict[str, obj
             raise GraphError(f"node '{node.name}' ({node.op.name}) failed in the reference "
                              f"interpreter: {type(e).__name__}: {e}") from e
         # A tuple means several outputs; anything else (array, list for a sequence) is one output.
+        if timings is not None:
+            timings.append((node, time.perf_counter() - t0))
         results = list(result) if isinstance(result, tuple) else [result]
         # NumPy ufuncs turn 0-d arrays into scalars; values in glow are always arrays.
         results = [np.asarray(r) if isinstance(r, np.generic) else r for r in results]

@@ -46,6 +46,7 @@ class Request:
         self.future: Future = Future()
         self.lock = threading.Lock()
         self.failed = False
+        self.timings: list | None = None  # (partition, seconds) per partition when profiled
 
 
 class DeviceWorker:
@@ -96,12 +97,14 @@ class DagExecutor:
         self._roots = [p.index for p in parts if not p.parents]
 
     # -- requests ------------------------------------------------------------------------------
-    def submit(self, feeds: dict) -> Future:
-        """Start one request (feeds already checked); its future resolves to {output: array}."""
+    def submit(self, feeds: dict, timings: list | None = None) -> Future:
+        """Start one request (feeds already checked); its future resolves to {output: array}.
+        With `timings` (a list), each partition's (partition, seconds) is appended to it."""
         if self._closed:
             raise GlowError("this executable was closed")
         req = Request(next(self._seq), feeds, {p.index: len(p.parents) for p in self.parts},
                       self._readers)
+        req.timings = timings
         if not self.parts:
             self._finish(req)
             return req.future
@@ -120,6 +123,7 @@ class DagExecutor:
         try:
             with req.lock:
                 feeds = {v.name: req.values[v.name] for v in part.inputs}
+            t0 = time.perf_counter()
             with np.errstate(all="ignore"):
                 if exe.uses_device_handles:  # Executable.run_device overridden (core/backend.py)
                     handles = {k: be.to_device(v, dev) if isinstance(v, np.ndarray) else v
@@ -129,6 +133,9 @@ class DagExecutor:
                 else:
                     outs = exe.run(feeds)
                     outs = {v.name: outs[v.name] for v in part.outputs}
+            if req.timings is not None:
+                with req.lock:
+                    req.timings.append((part, time.perf_counter() - t0))
         except Exception as e:  # noqa: BLE001 - any failure fails this request, not the executor
             self._fail(req, part, e)
             return

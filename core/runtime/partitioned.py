@@ -24,9 +24,30 @@ class PartitionedExecutable(Executable):
     def _run(self, feeds: dict) -> dict:
         return self._executor.submit(feeds).result()
 
-    def submit(self, feeds: dict) -> Future:
-        """Start a request and return at once; the future resolves to {output name: array}."""
-        return self._executor.submit(check_inputs(self.graph, feeds))
+    def submit(self, feeds: dict, outputs=None) -> Future:
+        """Start a request and return at once; the future resolves to {output name: array}
+        (only `outputs`, when named)."""
+        wanted = self._wanted(outputs)
+        fut = self._executor.submit(check_inputs(self.graph, feeds))
+        if wanted is None:
+            return fut
+        picked: Future = Future()
+
+        def done(f):
+            if f.exception() is not None:
+                picked.set_exception(f.exception())
+            else:
+                picked.set_result({n: f.result()[n] for n in wanted})
+        fut.add_done_callback(done)
+        return picked
+
+    def _profile(self, feeds: dict):  # each partition timed on its device's worker
+        from ..backend import ProfileRecord
+
+        timings: list = []
+        outs = self._executor.submit(feeds, timings).result()
+        return [ProfileRecord(f"{p.name} on {p.target.name}", "partition", sec) for p, sec in timings], \
+            "partition", outs
 
     def run_many(self, feeds_list) -> list[dict]:
         """Run several requests, pipelined through the partitions; outputs in the same order."""

@@ -120,8 +120,17 @@ def main(argv=None) -> int:
         return 2
     log = (lambda v: print(f"#{v['index']} {v['category']} {' '.join(v['ops'])} {v['detail'][:160]}",
                            flush=True)) if a.verbose else None
-    s = fuzz(a.backend, a.count, a.seed, native=a.native, timeout=a.timeout, jobs=a.jobs, out=a.out, ops=ops,
-             max_nodes=a.max_nodes, use_ort=False if a.no_ort else None, do_shrink=not a.no_shrink,
-             start=a.start, log=log, twice=a.twice)
+    from ...progress import bar
+
+    graphs = bar(a.count, f"fuzz {a.backend}", unit="graph")  # drawn only on a terminal
+
+    def tick(v):
+        graphs.update(1)
+        if log:
+            log(v)
+    with graphs:
+        s = fuzz(a.backend, a.count, a.seed, native=a.native, timeout=a.timeout, jobs=a.jobs, out=a.out,
+                 ops=ops, max_nodes=a.max_nodes, use_ort=False if a.no_ort else None,
+                 do_shrink=not a.no_shrink, start=a.start, log=tick, twice=a.twice)
     report(s)
     return 1 if s["failures"] else 0
