@@ -276,23 +276,63 @@ def cmd_run(args) -> int:
     from . import api
     from .onnx_import import load_onnx
     from .plugins import registry
+    from .progress import Phases
 
     placement = _placement_kwargs(args)
     if args.backend and placement["devices"]:
         raise InputError("pass either --backend or --devices, not both")
+    if args.threads is not None and args.threads < 1:
+        raise InputError("--threads must be at least 1")
+    if args.repeat < 1:
+        raise InputError("--repeat must be at least 1")
+    shapes = parse_shapes(args.shape)
+    if shapes and args.inputs:
+        raise InputError("--shape sets generated inputs; with --inputs the arrays' shapes count")
+    be_name = args.backend
     if args.backend:
         registry().get(args.backend)  # an unknown or unavailable backend fails before any work
+    elif not placement["devices"]:
+        be_name = registry().default().name
     if args.outputs:
         check_writable(args.outputs, "outputs")  # so does an output file that cannot be written
-    graph = load_onnx(args.model)
-    feeds = _load_inputs(args.inputs, graph) if args.inputs else make_inputs(graph, args.seed)
+    with Phases(["import", "optimise", "lower", "compile"], desc="glow run") as ph:
+        ph.start("import")
+        graph = load_onnx(args.model)
+        if args.inputs:
+            feeds = _load_inputs(args.inputs, graph)
+        else:
+            dims = input_shapes(graph, shapes)  # bad --shape before the long compile
+            feeds = make_inputs(graph, args.seed, dims)
+        t0 = time.perf_counter()
+        if placement["devices"]:
+            exe = api.compile(graph, native=args.native, threads=args.threads, progress=ph.start, **placement)
+        else:
+            exe = api.compile(graph, backend=args.backend, native=args.native, threads=args.threads,
+                              progress=ph.start)
+        compile_s = time.perf_counter() - t0
     if placement["devices"]:
-        exe = api.compile(graph, native=args.native, **placement)
         print(f"partitioned over {', '.join(t.name for t in exe.placement.targets)}: "
               f"{len(exe.placement.partitions)} partition(s) (see `glow partition` for the report)")
+        be_name = None
+    cached = (getattr(exe, "stats", None) or {}).get("cached")
+    how = "" if cached is None else " (from the object cache)" if cached else " (fresh: not in the object cache)"
+    where = f"backend {be_name}" if be_name else f"devices {', '.join(t.name for t in exe.placement.targets)}"
+    compiled = f"{where}; compiled in {compile_s:.3f} s{how}"  # said once the run worked: an error stays one line
+    # Symbolic dims: the code-generating backends compile for the shapes seen on the first run.
+    first_note = "" if graph.is_static() else " (a first run with new shapes includes compiling for them)"
+    times = []
+    for i in range(args.repeat):
+        if i and not args.inputs:
+            feeds = make_inputs(graph, args.seed + i, dims)
+        t = time.perf_counter()
+        outs = exe.run(feeds)
+        times.append(time.perf_counter() - t)
+    report(compiled)
+    if len(times) == 1:
+        report(f"ran in {times[0] * 1e3:.3f} ms{first_note}")
     else:
-        exe = api.compile(graph, backend=args.backend, native=args.native)
-    outs = exe.run(feeds)
+        report(f"{len(times)} runs: median {statistics.median(times) * 1e3:.3f} ms, min {min(times) * 1e3:.3f} ms "
+               f"(first {times[0] * 1e3:.3f} ms){first_note}")
     for name, v in outs.items():
         print(f"{name}: {describe(v)}")
     if args.outputs:
