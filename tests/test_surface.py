@@ -227,3 +227,21 @@ def test_single_device_submit_reports_errors_through_the_future():
     exe = glow.compile(two_output_model(), backend="reference")
     fut = exe.submit({"x": np.ones((2, 47), np.float32)})
     assert isinstance(fut.exception(timeout=60), glow.InputError)
+
+
+@pytest.mark.skipif(backend_unavailable("cpu") is not None, reason="no cpu backend")
+def test_run_says_whether_the_object_cache_made_the_compile(tmp_path):
+    path = tmp_path / "static.onnx"
+    m = two_output_model()
+    for v in list(m.graph.input) + list(m.graph.output):
+        v.type.tensor_type.shape.dim[0].dim_value = 2  # static: the cpu backend compiles at once
+    onnx.save(m, path)
+    env = {"GLOW_CACHE_DIR": str(tmp_path / "cache")}
+    first = glow_cli("run", str(path), "-b", "cpu", env=env)
+    second = glow_cli("run", str(path), "-b", "cpu", env=env)
+    off = glow_cli("run", str(path), "-b", "cpu", env={"GLOW_CACHE_DIR": "off"})
+    assert first.returncode == second.returncode == off.returncode == 0, first.stderr + second.stderr
+    assert "glow: backend cpu; compiled in " in first.stderr
+    assert "(fresh: not in the object cache)" in first.stderr, first.stderr
+    assert "(from the object cache)" in second.stderr, second.stderr
+    assert "(fresh: not in the object cache)" in off.stderr, off.stderr  # no cache: always compiled
