@@ -50,7 +50,14 @@ def bar(total: int | None, desc: str, unit: str = "it"):
         from tqdm import tqdm
     except ImportError:  # a broken install: progress is a nicety, never a failure
         return _Silent()
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True)
+    try:
+        cols, rows = os.get_terminal_size(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):
+        cols = rows = 0
+    # A terminal that reports no size (a pty nobody sized, as `script` makes) would hide the bar
+    # (tqdm hides bars past the screen's height): assume 80x24 there.
+    size = {"dynamic_ncols": True} if cols > 0 and rows > 0 else {"ncols": 80, "nrows": 24}
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False, **size)
 
 
 class Phases:
