@@ -245,3 +245,46 @@ def test_run_says_whether_the_object_cache_made_the_compile(tmp_path):
     assert "(fresh: not in the object cache)" in first.stderr, first.stderr
     assert "(from the object cache)" in second.stderr, second.stderr
     assert "(fresh: not in the object cache)" in off.stderr, off.stderr  # no cache: always compiled
+
+
+def run_on_a_pty(argv, timeout=240):
+    """Run argv with stderr on a fresh pseudo-terminal (size unset, as `script` makes one) and
+    return what it drew there."""
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "GLOW_NO_PROGRESS"}
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=slave, env=env)
+    os.close(slave)
+    out = b""
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], timeout)
+            if not ready:
+                break
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed its end
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(master)
+        rc = p.wait(timeout=timeout)
+    return rc, out.decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("argv, drawn", [
+    (["-m", "glow.cli", "run", "{model}", "-b", "reference", "--shape", "x=2x48"], "glow run: compile"),
+    (["-m", "glow.cli", "bench", "mlp", "-b", "reference", "--rounds", "2", "--vs", "none"], "bench mlp"),
+    (["-m", "glow.cli", "conformance", "-b", "reference", "--sections", "records", "--filter", "^Relu-"],
+     "conformance reference"),
+    (["-m", "glow.testing.fuzz", "--backend", "reference", "--count", "2", "--no-ort", "--no-shrink",
+      "--out", ""], "fuzz reference"),
+])
+def test_progress_is_drawn_on_a_terminal(model_path, argv, drawn):
+    rc, out = run_on_a_pty([sys.executable] + [a.replace("{model}", model_path) for a in argv])
+    assert rc == 0, out
+    assert drawn in out and "%|" in out, out
