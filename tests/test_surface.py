@@ -166,7 +166,7 @@ def compile_on(target):
     return glow.compile(two_output_model(), backend=target)
 
 
-TARGETS = ["reference", "cpu", "opencl", "partitioned"]
+TARGETS = ["reference", "cpu", "opencl", "cuda", "partitioned"]  # each skipped where unavailable
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -194,7 +194,7 @@ def test_run_returns_only_the_outputs_asked_for(target):
 
 
 @pytest.mark.parametrize("target, granularity", [("reference", "node"), ("cpu", "run"), ("opencl", "run"),
-                                                 ("partitioned", "partition")])
+                                                 ("cuda", "run"), ("partitioned", "partition")])
 def test_profile_sorted_slowest_first(target, granularity):
     exe = compile_on(target)
     p = exe.profile({"x": X})
