@@ -73,8 +73,8 @@ def internal_errors(doing: str):
     (KeyboardInterrupt, SystemExit)."""
     try:
         yield
-    except (GlowError, InternalError, MemoryError):
-        raise
+    except (GlowError, InternalError, MemoryError, BrokenPipeError):
+        raise  # BrokenPipeError: `glow ... | head` closed the pipe; the CLI ends quietly
     except Exception as e:
         raise as_internal_error(e, doing) from e
 

@@ -22,6 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 TIMEOUT_S = 120  # generous for a loaded machine; a hang (the FIFO) would never finish
 MAX_RSS_MB = 700  # reading a 1 GiB file into memory would exceed it
+TINY = os.path.join(os.path.dirname(__file__), "..", "core", "data", "tiny_cnn.onnx")
 
 
 def glow_cli(*args, env=None, code=None):
@@ -457,3 +458,18 @@ def test_output_that_is_an_input_keeps_its_name(backend):
     np.testing.assert_array_equal(got["w"], [5, 6, 7])
     only = make_model([], [("x", TensorProto.FLOAT, [3])], [("x", TensorProto.FLOAT, [3])])
     assert list(glow.compile(only, backend).run({"x": x})) == ["x"]
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "1.5"])
+def test_a_bad_thread_count_in_the_environment_is_bad_input(value):
+    """Not a reason to call cpu unavailable (the default would quietly become another backend)."""
+    assert_bad_input(glow_cli("run", TINY, "-b", "cpu", env={"GLOW_CPU_THREADS": value}), "GLOW_CPU_THREADS")
+    assert_bad_input(glow_cli("run", TINY, env={"GLOW_CPU_THREADS": value}), "GLOW_CPU_THREADS")
+
+
+def test_a_closed_pipe_is_not_a_glow_bug():
+    from glow.errors import internal_errors
+
+    with pytest.raises(BrokenPipeError):
+        with internal_errors("listing backends"):
+            raise BrokenPipeError(32, "Broken pipe")

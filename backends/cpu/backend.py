@@ -180,15 +180,26 @@ class CpuBackend(Backend):
         f = host_figures()
         return [Device(self.name, "0", kind="cpu", peak_gflops=f["peak_gflops"],
                        mem_bandwidth_gbs=f["bandwidth_gbs"], transfer_gbs=f["bandwidth_gbs"],
-                       extra={"threads": default_threads(), "cpu": f["cpu"],
+                       extra={"threads": _threads_or_none(), "cpu": f["cpu"],
                               "native_ops": len(self.native_ops())})]
+
+
+def _threads_or_none() -> int | None:
+    try:
+        return default_threads()
+    except BackendError:  # a bad GLOW_CPU_THREADS: said when compiling
+        return None
 
 
 def default_threads() -> int:
     """All cores this process may run on ($GLOW_CPU_THREADS overrides)."""
     env = os.environ.get("GLOW_CPU_THREADS")
     if env:
-        return max(1, int(env))
+        if not env.strip().isdigit() or int(env) < 1:
+            # loud at compile time, not a reason to call the backend unavailable (which would make
+            # the default quietly another backend)
+            raise BackendError(f"GLOW_CPU_THREADS must be a positive integer, got {env!r}")
+        return int(env)
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
