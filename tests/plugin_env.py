@@ -1,10 +1,11 @@
 """A throwaway virtual environment layered on the test environment, for tests that pip-install
 backend packages the way a user does.
 
-The venv sees everything installed in the test environment (its site-packages, added by a `.pth`
-file, since `system_site_packages` reaches only the base interpreter's when the tests themselves
-run in a venv, and the system site-packages: glow, pytest, pip, ...), so `pip install` there adds only the package under test, and what it installs never
-leaks into the environment the rest of the suite (or another run of it) uses. `bin/` holds `glow`,
+The venv sees everything installed in the test environment (glow, pytest, pip, ...): its
+site-packages through a `.pth` file (`system_site_packages` reaches only the base interpreter's
+when the tests themselves run in a venv) and the system site-packages. So `pip install` there
+adds only the package under test, and what it installs never leaks into the environment the rest
+of the suite (or another run of it) uses. `bin/` holds `glow`,
 `pytest` and `pip` bound to the venv's interpreter, so shell commands written for a user run as is.
 """
 

@@ -125,11 +125,10 @@ def b_op(name):
 def test_an_empty_slice_after_conv_keeps_its_empty_dim():
     """The NHWC result goes back to NCHW through a Reshape (only size-1 axes move): its literal 0
     dim needs allowzero, or ONNX reads it as "keep the input's dim" (found by the fuzzer)."""
+    import glow
     import onnx
     from onnx import TensorProto as T
     from onnx import helper as oh
-
-    import glow
 
     rng = np.random.default_rng(0)
     w = oh.make_tensor("w", T.FLOAT, [1, 3, 2, 1], rng.standard_normal(6).astype(np.float32))

@@ -123,9 +123,8 @@ def test_interpreter_checks_inputs():
 
 def test_element_type_codes_are_onnx_s():
     """glow.dtypes spells ONNX's element-type codes itself (so `import glow` needs no onnx)."""
-    from onnx import TensorProto
-
     from glow import dtypes as dt
+    from onnx import TensorProto
 
     for d in dt.ALL:
         name = {"float32": "FLOAT", "float64": "DOUBLE"}.get(d.name, d.name.upper())

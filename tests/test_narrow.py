@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-
 from glow import dtypes as dt
 from glow.narrow import FLOAT_FORMATS, SATURATING, code_value
 from glow.ops.cast import cast_array

@@ -2,8 +2,8 @@
 
 import itertools
 import json
-import re
 import os
+import re
 import shutil
 import subprocess
 import sys
