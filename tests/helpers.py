@@ -36,3 +36,15 @@ def backend_unavailable(name: str) -> str | None:
     except glow.GlowError as e:
         return str(e)
     return None
+
+
+def opencl_unavailable_reason() -> str | None:
+    """Why the opencl backend cannot run here (no platform, no pyopencl), or None when it can."""
+    import glow
+    from glow.backends.opencl.backend import OpenCLBackend
+
+    try:
+        OpenCLBackend().check_available()
+    except glow.BackendError as e:
+        return str(e)
+    return None

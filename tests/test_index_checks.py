@@ -18,22 +18,12 @@ import glow
 import numpy as np
 import onnx
 import pytest
+from helpers import opencl_unavailable_reason
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx.reference import ReferenceEvaluator
 
-
-def _opencl_reason() -> str | None:
-    from glow.backends.opencl.backend import OpenCLBackend
-
-    try:
-        OpenCLBackend().check_available()
-    except glow.BackendError as e:
-        return str(e)
-    return None
-
-
-OPENCL = _opencl_reason()
+OPENCL = opencl_unavailable_reason()
 BACKENDS = [
     pytest.param(("reference", None), id="reference"),
     pytest.param(("reference-ir", None), id="reference-ir"),

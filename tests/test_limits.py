@@ -23,6 +23,7 @@ import onnx
 import pytest
 from glow import dtypes as dt
 from glow import limits
+from helpers import opencl_unavailable_reason
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
@@ -167,22 +168,12 @@ for case in sys.argv[3:]:
 """
 
 
-def _opencl_reason() -> str | None:
-    from glow.backends.opencl.backend import OpenCLBackend
-
-    try:
-        OpenCLBackend().check_available()
-    except glow.BackendError as e:
-        return str(e)
-    return None
-
-
 BACKENDS = ["reference", "reference-ir", "cpu", pytest.param("opencl", marks=pytest.mark.opencl)]
 
 
 def _skip_unavailable(backend):
     if backend == "opencl":
-        reason = _opencl_reason()
+        reason = opencl_unavailable_reason()
         if reason:
             pytest.skip(f"no OpenCL platform: {reason}")
 
@@ -297,7 +288,7 @@ def test_absurd_memory_mb_in_plugins_toml(mb):
 def test_opencl_refuses_past_32_bit_indexing(monkeypatch):
     """Its kernels index with 32-bit ints: a tensor of 2**31+8 elements is refused at compile
     time (it raised a bare ValueError), naming the node; nothing is allocated."""
-    reason = _opencl_reason()
+    reason = opencl_unavailable_reason()
     if reason:
         pytest.skip(f"no OpenCL platform: {reason}")
     monkeypatch.setenv("GLOW_MEMORY_LIMIT", "64GiB")  # the index range decides, not this machine

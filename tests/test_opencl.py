@@ -20,21 +20,11 @@ import onnx
 import pytest
 from glow.testing.models import folder_cases, light_models, run_model_case
 from glow.testing.node_suite import check_known, collect_cases, load_known_failures, run_case
+from helpers import opencl_unavailable_reason
 from onnx import TensorProto as T
 from onnx import helper as h
 
-
-def _opencl_reason() -> str | None:
-    from glow.backends.opencl.backend import OpenCLBackend
-
-    try:
-        OpenCLBackend().check_available()
-    except glow.BackendError as e:
-        return str(e)
-    return None
-
-
-REASON = _opencl_reason()
+REASON = opencl_unavailable_reason()
 pytestmark = [pytest.mark.opencl,
               pytest.mark.skipif(REASON is not None, reason=f"no OpenCL platform: {REASON}")]
 

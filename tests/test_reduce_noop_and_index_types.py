@@ -12,22 +12,12 @@
 import glow
 import numpy as np
 import pytest
+from helpers import opencl_unavailable_reason
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-
-def _opencl_reason() -> str | None:
-    from glow.backends.opencl.backend import OpenCLBackend
-
-    try:
-        OpenCLBackend().check_available()
-    except glow.BackendError as e:
-        return str(e)
-    return None
-
-
-OPENCL_REASON = _opencl_reason()
+OPENCL_REASON = opencl_unavailable_reason()
 BACKENDS = [
     pytest.param(("reference", None), id="reference"),
     pytest.param(("cpu", None), id="cpu"),
