@@ -201,7 +201,8 @@ def test_profile_sorted_slowest_first(target, granularity):
     assert p.granularity == granularity
     secs = [r.seconds for r in p.records]
     assert secs == sorted(secs, reverse=True) and all(s >= 0 for s in secs)
-    assert sum(secs) <= p.total_seconds + 1e-6
+    # partitions on different devices may run at once (their times can add up past the total)
+    assert (max(secs) if granularity == "partition" else sum(secs)) <= p.total_seconds + 1e-6
     if granularity == "node":
         assert sorted(r.name for r in p.records) == sorted(n.name for n in exe.graph.nodes)
         assert {r.op for r in p.records} == {n.op.name for n in exe.graph.nodes}
