@@ -87,7 +87,8 @@ def _info(v) -> TensorInfo:
 
 @dataclass(frozen=True)
 class ProfileRecord:
-    """Time spent in one node (or kernel, partition, or the whole run: see `Profile.granularity`)."""
+    """Time spent in one node (or instruction, partition, or the whole run: see
+    `Profile.granularity`). `name` and `op` are the node's or the instruction's."""
 
     name: str
     op: str
@@ -99,8 +100,12 @@ class Profile:
     """`exe.profile(feeds)`: records sorted by time, slowest first, and the outputs of the run.
 
     `granularity` says what a record is: "node" (the reference backend times every node),
-    "partition" (a multi-device executable times every partition on its device) or "run" (a
-    backend whose compiled code cannot be timed per node: one record for the whole run)."""
+    "kernel" (a code-generating backend times every instruction of its compiled program: the
+    kernels and copies of that instruction, one record for each instruction; on cpu an
+    instrumented copy of the program runs on one thread, on opencl and cuda the device's own
+    timestamps of each launch are summed), "partition" (a multi-device executable times every
+    partition on its device) or "run" (a backend whose compiled code cannot be timed finer: one
+    record for the whole run). `total_seconds` is the wall time of the profiled run."""
 
     records: list
     granularity: str
@@ -115,6 +120,9 @@ class Profile:
                  f"{self.total_seconds * 1e3:.3f} ms in all"]
         if self.granularity == "run":
             lines.append("(this backend cannot time single nodes: the whole run is one record)")
+        elif self.granularity == "kernel":
+            lines.append("(one record per instruction of the compiled program, and per copy to or from "
+                         "the device where it has memory of its own)")
         lines.append(f"{'ms':>10} {'%':>6}  {'op':<20} name")
         for r in rows:
             lines.append(f"{r.seconds * 1e3:>10.3f} {100 * r.seconds / total:>6.1f}  {r.op:<20.20} {r.name}")
@@ -137,7 +145,9 @@ class Executable:
 
     Every executable also has `inputs` / `outputs` (TensorInfo records), `run(feeds,
     outputs=[...])`, `profile(feeds)` and `submit(feeds)`. A subclass may time finer than the
-    whole run by overriding `_profile(feeds) -> (records, granularity, outputs)`.
+    whole run by overriding `_profile(feeds) -> (records, granularity, outputs[, seconds])`;
+    `seconds`, when given, is the run's own wall time (for one that first compiles what it
+    needs to profile, which should not count).
     """
 
     def __init__(self, graph: Graph):
@@ -203,8 +213,8 @@ class Executable:
         feeds = check_inputs(self.graph, feeds)
         with internal_errors(f"profiling graph '{self.graph.name}' on {type(self).__name__}"):
             t0 = time.perf_counter()
-            records, granularity, outs = self._profile(feeds)
-            total = time.perf_counter() - t0
+            records, granularity, outs, *own = self._profile(feeds)
+            total = own[0] if own else time.perf_counter() - t0
         records = sorted(records, key=lambda r: r.seconds, reverse=True)
         return Profile(records, granularity, total, _by_output_name(outs, self.output_names))
 

@@ -193,8 +193,8 @@ def test_run_returns_only_the_outputs_asked_for(target):
         exe.run({"x": X}, outputs=["w"])
 
 
-@pytest.mark.parametrize("target, granularity", [("reference", "node"), ("cpu", "run"), ("opencl", "run"),
-                                                 ("cuda", "run"), ("partitioned", "partition")])
+@pytest.mark.parametrize("target, granularity", [("reference", "node"), ("cpu", "kernel"), ("opencl", "kernel"),
+                                                 ("cuda", "kernel"), ("partitioned", "partition")])
 def test_profile_sorted_slowest_first(target, granularity):
     exe = compile_on(target)
     p = exe.profile({"x": X})

@@ -34,6 +34,7 @@ import llvmlite.ir as ir
 import numpy as np
 from glow import dtypes as dt
 from glow.errors import BackendError
+from glow.flow import NeedsInputValues
 from glow.ir.instr import ACTIVATION, INPUT, OUTPUT, WEIGHT, Instr, IRFunction, overlaps
 
 from .irutil import I8, I64, PTR, KernelBuilder
@@ -44,7 +45,7 @@ CTX_ARENA, CTX_WEIGHTS, CTX_SYNC, CTX_FIRST_INPUT = 0, 1, 2, 3
 WEIGHT_ALIGN = 64
 
 
-class NeedsConstant(BackendError):
+class NeedsConstant(NeedsInputValues):
     """A kernel needs an input's value at compile time (pads, axes, slice bounds) and it is not a
     constant: the runtime then specialises the graph on small integer input values."""
 
@@ -212,9 +213,10 @@ def has_ltype(dtype) -> bool:
 
 
 class Codegen:
-    """Builds the module for one IR function: `Codegen(fn, plan).build() -> (ir_text, weights)`."""
+    """Builds the module for one IR function: `Codegen(fn, plan).build() -> (ir_text, weights)`.
+    `profile=True`: the instrumented variant that times each instruction (profiling.py)."""
 
-    def __init__(self, fn: IRFunction, plan):
+    def __init__(self, fn: IRFunction, plan, profile: bool = False):
         self.fn, self.plan = fn, plan
         self.module = ir.Module(name=fn.name)
         self.module.triple = llvm.get_process_triple()
@@ -239,6 +241,12 @@ class Codegen:
             self._io.setdefault(id(buf), slots[CTX_FIRST_INPUT + k])
         self._sync = PhaseEmitter(self.entry, sync_state, self.tid, self.nth)
         self._first_phase = 0  # the current instruction's first phase
+        # profile: time every instruction into the counters at ctx[after the outputs] (profiling.py)
+        self.timer = None
+        if profile:
+            from .profiling import InstrTimer
+
+            self.timer = InstrTimer(self.entry, ctx, CTX_FIRST_INPUT + len(fn.inputs) + len(fn.outputs))
 
     # -- helpers for emitters --------------------------------------------------------------------
     def ptr(self, o, offset: int = 0):
@@ -314,7 +322,10 @@ class Codegen:
             if all(_empty(o) for o in instr.writes()):
                 continue
             self._first_phase = len(self._sync.phases)
+            start = self.timer.start() if self.timer is not None else None
             self.emit(instr)
+            if self.timer is not None:
+                self.timer.stop(k, start)
         self._sync.finish()
         self.entry.finish()
         return str(self.module), self._blob()

@@ -102,6 +102,14 @@ class NativeProgram:
             check_index_errors(self)  # a bad index a kernel met: InputError naming the node
         return {name: out for (name, _, _), out in zip(self.outputs, outs)}
 
+    def profile(self, feeds: dict):
+        """Run once on this program's instrumented twin, made on the first call and kept (normal
+        runs never pay for it): (a ProfileRecord per instruction, outputs, seconds of the run).
+        One thread: see profiling.py."""
+        from .profiling import profiled
+
+        return profiled(self).run(feeds)
+
     def _prepare(self, arrays, solo: bool):
         """Point ctx at this inference's arrays and zero the sync state (no thread is inside)."""
         k = codegen.CTX_FIRST_INPUT
@@ -140,6 +148,11 @@ class CpuExecutable(Executable):
             return self.program.run(feeds)
         program, rest = self._specialized(feeds)
         return program.run(rest)
+
+    def _profile(self, feeds):
+        program, rest = (self.program, feeds) if self.program is not None else self._specialized(feeds)
+        records, outs, seconds = program.profile(rest)
+        return records, "kernel", outs, seconds
 
     def _specialized(self, feeds):
         from glow.api import optimize_for_backend

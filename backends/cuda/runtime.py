@@ -4,8 +4,9 @@ An executable owns one device allocation from CuPy's memory pool (weights, the a
 inputs and outputs: core/render/layout.py) and one non-blocking stream; weights are uploaded once.
 A run copies the inputs in, launches one kernel per instruction on the stream (arguments: the
 allocation and operand offsets, fixed at compile time), copies the outputs out and synchronises
-once. Modules (CuPy RawModule, compiled by NVRTC) are cached per (device, source) in the
-process; CuPy also caches compiled kernels on disk (~/.cupy/kernel_cache).
+once; `profile` records a pair of CUDA events around each launch and copy of such a run. Modules
+(CuPy RawModule, compiled by NVRTC) are cached per (device, source) in the process; CuPy also
+caches compiled kernels on disk (~/.cupy/kernel_cache).
 
 MatMul: by default the renderer's tiled kernel (shared memory, 4 x 4 register blocks). With
 `GLOW_CUDA_MATMUL=cublas` plain float32 MatMul instructions (no fused epilogue) call
@@ -14,12 +15,14 @@ MatMul: by default the renderer's tiled kernel (shared memory, 4 x 4 register bl
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
+import time
 
 import numpy as np
-from glow import Executable
+from glow import Executable, ProfileRecord
 from glow.render import DeviceParams
 from glow.render.indexing import IndexRecord
 from glow.render.layout import launch_offsets
@@ -75,6 +78,7 @@ class CudaExecutable(Executable):
                 self.mem[:blob.nbytes].set(blob)
             mod = dev.module(compiled.program.source) if compiled.program.launches else None
             self.steps = []
+            self.step_instrs = [k.instr for k in compiled.program.launches]  # for profiles
             for k in compiled.program.launches:
                 if use_cublas and _cublas_ok(k):
                     a, b = (_cublas_view(cp, self.mem, layout, o) for o in k.instr.inputs[:2])
@@ -92,22 +96,60 @@ class CudaExecutable(Executable):
             cp.cuda.runtime.deviceSynchronize()
         self.index_record = IndexRecord(compiled.program, layout)  # bad indices kernels met
         self._lock = threading.Lock()
+        self._profiled = False
 
     def _run(self, feeds):
+        return self._launch(feeds)[0]
+
+    def _profile(self, feeds):
+        """Run once with a pair of CUDA events around every launch and copy on the stream: each
+        launch's time (cupy.cuda.get_elapsed_time) summed per instruction, plus one record per
+        input and output copy. The first profile runs once untimed before (module loads)."""
+        cp = self.dev.cp
+        if not self._profiled:
+            self._launch(feeds)
+            self._profiled = True
+        t0 = time.perf_counter()
+        outs, events = self._launch(feeds, timed=True)
+        seconds = time.perf_counter() - t0
+        per_instr, records = {}, []
+        for what, start, end in events:
+            took = max(cp.cuda.get_elapsed_time(start, end), 0.0) * 1e-3
+            if isinstance(what, tuple):  # (op, name) of a copy in or out
+                records.append(ProfileRecord(what[1], what[0], took))
+            else:
+                per_instr[id(what)] = per_instr.get(id(what), 0.0) + took
+        records += [ProfileRecord(i.name, i.opname, per_instr.get(id(i), 0.0))
+                    for i in self.compiled.ir.fn.instrs if i.kind not in ("alloc", "dealloc")]
+        return records, "kernel", outs, seconds
+
+    def _launch(self, feeds, timed: bool = False):
+        """Run on the stream: (outputs, [(instruction or (op, name) of a copy, start event, end
+        event)] when `timed`, else [])."""
         cp, layout = self.dev.cp, self.compiled.layout
+        events = []
+
+        def timing(what):
+            if not timed:
+                return contextlib.nullcontext()
+            return _Timed(cp, self.stream, what, events)
+
         with self._lock, cp.cuda.Device(self.dev.index), self.stream:
             for name, off, _ in layout.inputs:
                 if off is None:
                     continue
                 a = np.ascontiguousarray(feeds[name]).reshape(-1).view(np.uint8)
-                self.mem[off:off + a.nbytes].set(a, stream=self.stream)
-            for step in self.steps:
-                step()
+                with timing(("(to device)", name)):
+                    self.mem[off:off + a.nbytes].set(a, stream=self.stream)
+            for step, instr in zip(self.steps, self.step_instrs):
+                with timing(instr):
+                    step()
             outs = {}
             for name, off, buf in layout.outputs:
                 a = np.empty(buf.type.shape, buf.type.dtype.np)
                 if off is not None:
-                    raw = self.mem[off:off + a.nbytes].get(stream=self.stream)
+                    with timing(("(to host)", name)):
+                        raw = self.mem[off:off + a.nbytes].get(stream=self.stream)
                     a.reshape(-1).view(np.uint8)[:] = raw
                 outs[name] = a
             at = self.index_record.offset
@@ -118,7 +160,23 @@ class CudaExecutable(Executable):
                 self.mem[at:at + 32].fill(0)
                 self.stream.synchronize()
                 raise err
-        return outs
+        return outs, events
+
+
+class _Timed:
+    """Records a CUDA event on `stream` before and after the block: (what, start, end) in `events`."""
+
+    def __init__(self, cp, stream, what, events):
+        self.cp, self.stream, self.what, self.events = cp, stream, what, events
+
+    def __enter__(self):
+        self.start = self.cp.cuda.Event()
+        self.start.record(self.stream)
+
+    def __exit__(self, *exc):
+        end = self.cp.cuda.Event()
+        end.record(self.stream)
+        self.events.append((self.what, self.start, end))
 
 
 def _cublas_ok(k) -> bool:

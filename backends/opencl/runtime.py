@@ -3,7 +3,8 @@
 An executable owns one device buffer holding weights, the activation arena, inputs and outputs
 (core/render/layout.py); weights are uploaded once, at compile time. A run writes the inputs,
 enqueues one kernel per instruction (arguments set once: the buffer and operand offsets) and
-reads the outputs back, with one wait at the end. Programs are built once per (device, source)
+reads the outputs back, with one wait at the end. `profile` runs the same commands on a second
+queue of the device that records event timestamps (made on first use). Programs are built once per (device, source)
 in this process; PoCL also keeps built binaries on disk (POCL_CACHE_DIR), so a second process
 builds the same program in a few tens of milliseconds instead of a few hundred.
 """
@@ -17,7 +18,7 @@ import time
 import warnings
 
 import numpy as np
-from glow import Executable
+from glow import Executable, ProfileRecord
 from glow.render import DeviceParams
 from glow.render.indexing import IndexRecord
 from glow.render.layout import launch_offsets
@@ -32,6 +33,16 @@ class ClDevice:
         self.queue = cl.CommandQueue(self.context)
         self.programs: dict[str, object] = {}
         self.lock = threading.Lock()
+        self._profiling_queue = None
+
+    def profiling_queue(self):
+        """A second in-order queue with event timestamps, made on first use and used only by
+        `profile` (timestamps cost a little on every command of the queue that records them)."""
+        with self.lock:
+            if self._profiling_queue is None:
+                props = self.cl.command_queue_properties.PROFILING_ENABLE
+                self._profiling_queue = self.cl.CommandQueue(self.context, properties=props)
+            return self._profiling_queue
 
     @property
     def is_cpu(self) -> bool:
@@ -76,15 +87,46 @@ class ClExecutable(Executable):
         if blob.nbytes:
             cl.enqueue_copy(dev.queue, self.mem, blob, dst_offset=0, is_blocking=True)
         self.launches = []
+        self.launch_instrs = [k.instr for k in compiled.program.launches]  # for profiles
         for k in compiled.program.launches:
             kern = cl.Kernel(prg, k.name)
             kern.set_args(self.mem, *[np.uint64(o) for o in launch_offsets(k, layout)])
             self.launches.append((kern, *k.launch))
         self.index_record = IndexRecord(compiled.program, layout)  # bad indices kernels met
         self._lock = threading.Lock()
+        self._profiled = False
 
     def _run(self, feeds):
-        cl, q, layout = self.dev.cl, self.dev.queue, self.compiled.layout
+        return self._enqueue(feeds, self.dev.queue)[0]
+
+    def _profile(self, feeds):
+        """Run once on the device's profiling queue: each launch's device time (its event's
+        start to end), summed per instruction, plus one record per input and output copy. The
+        first profile runs once untimed before (first launches build kernels on PoCL)."""
+        q = self.dev.profiling_queue()
+        if not self._profiled:  # the first launches build kernels (PoCL): not what is timed
+            self._enqueue(feeds, q)
+            self._profiled = True
+        t0 = time.perf_counter()
+        outs, events = self._enqueue(feeds, q, timed=True)
+        seconds = time.perf_counter() - t0
+        per_instr = {}
+        records = []
+        for what, evt in events:
+            took = max(evt.profile.end - evt.profile.start, 0) * 1e-9
+            if isinstance(what, tuple):  # (op, name) of a copy in or out
+                records.append(ProfileRecord(what[1], what[0], took))
+            else:
+                per_instr[id(what)] = per_instr.get(id(what), 0.0) + took
+        records += [ProfileRecord(i.name, i.opname, per_instr.get(id(i), 0.0))
+                    for i in self.compiled.ir.fn.instrs if i.kind not in ("alloc", "dealloc")]
+        return records, "kernel", outs, seconds
+
+    def _enqueue(self, feeds, q, timed: bool = False):
+        """Run on queue `q`: (outputs, [(instruction or (op, name) of a copy, event)] when
+        `timed`, else [])."""
+        cl, layout = self.dev.cl, self.compiled.layout
+        events = []
         with self._lock:
             keep = []
             for name, off, _ in layout.inputs:
@@ -92,14 +134,20 @@ class ClExecutable(Executable):
                     continue
                 a = np.ascontiguousarray(feeds[name])
                 keep.append(a)
-                cl.enqueue_copy(q, self.mem, a, dst_offset=off, is_blocking=False)
-            for kern, gsize, lsize in self.launches:
-                cl.enqueue_nd_range_kernel(q, kern, gsize, lsize)
+                evt = cl.enqueue_copy(q, self.mem, a, dst_offset=off, is_blocking=False)
+                if timed:
+                    events.append((("(to device)", name), evt))
+            for (kern, gsize, lsize), instr in zip(self.launches, self.launch_instrs):
+                evt = cl.enqueue_nd_range_kernel(q, kern, gsize, lsize)
+                if timed:
+                    events.append((instr, evt))
             outs = {}
             for name, off, buf in layout.outputs:
                 a = np.empty(buf.type.shape, _np_dtype(buf))
                 if off is not None:
-                    cl.enqueue_copy(q, a, self.mem, src_offset=off, is_blocking=False)
+                    evt = cl.enqueue_copy(q, a, self.mem, src_offset=off, is_blocking=False)
+                    if timed:
+                        events.append((("(to host)", name), evt))
                 outs[name] = a
             rec, at = np.zeros(4, np.int64), self.index_record.offset
             if at is not None:
@@ -109,7 +157,7 @@ class ClExecutable(Executable):
             if err is not None:  # clear the record for the next run, then name the bad index
                 cl.enqueue_copy(q, self.mem, np.zeros(4, np.int64), dst_offset=at, is_blocking=True)
                 raise err
-        return outs
+        return outs, events
 
 
 def _quiet_compiler_output(cl):

@@ -118,6 +118,15 @@ class SpecializingExecutable(Executable):
         self._lock = threading.Lock()
 
     def _run(self, feeds):
+        hit, rest = self._static(feeds)
+        return hit.run(rest)
+
+    def _profile(self, feeds):  # the static executable for these inputs times its kernels
+        hit, rest = self._static(feeds)
+        return hit._profile(rest)
+
+    def _static(self, feeds):
+        """The static executable for these inputs (compiled on first sight) and its feeds."""
         with self._lock:
             key = signature(self.graph, feeds, bool(self._values))
             hit = self._cache.get(key)
@@ -128,7 +137,7 @@ class SpecializingExecutable(Executable):
                 hit = self.backend.make_executable(g, self.backend.compile_graph(g, params), self.device)
                 self._cache[signature(self.graph, feeds, values)] = hit
         names = {v.name for v in hit.graph.inputs}
-        return hit.run({k: v for k, v in feeds.items() if k in names})
+        return hit, {k: v for k, v in feeds.items() if k in names}
 
     def specialise(self, feeds) -> tuple[Graph, bool]:
         """The static, fully renderable graph for these inputs, and whether input values (not
