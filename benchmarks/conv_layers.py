@@ -22,7 +22,7 @@ FN = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 4, ctypes.c_int64, ctypes.c_int
 
 
 def geometries(spec: str):
-    from glow.api import optimize_for_backend
+    from glow.flow import optimize_for_backend
     from glow.backends.cpu.kernels.convolution import geometry
     from glow.bench import resolve_model
     from glow.onnx_import import load_onnx

@@ -17,7 +17,7 @@ import json
 import time
 
 import glow
-from glow.api import optimize_for_backend
+from glow.flow import optimize_for_backend
 from glow.ir import build_ir, lower_to_ir
 from glow.ir.instr import aligned
 from glow.passes import optimize_graph

@@ -7,6 +7,7 @@ import sys
 
 from .backend import CompileOptions, Executable
 from .errors import BackendError, internal_errors
+from .flow import compile_for_backend
 from .graph import Graph
 from .plugins import registry
 
@@ -16,7 +17,7 @@ def available_backends() -> list[str]:
     return registry().available()
 
 
-def _as_graph(model) -> Graph:
+def as_graph(model) -> Graph:
     if isinstance(model, Graph):
         return model
     # onnx (over a second to import) loads only with a model to read; a ModelProto means it is loaded
@@ -45,7 +46,7 @@ def compile(model, backend: str | None = None, *, native: str | None = None,
     `progress`, a callable, is called with each phase's name as it starts: "optimise", "lower",
     "compile" (for `devices=`, one "partition" phase); the CLI draws these on a terminal.
     """
-    graph = _as_graph(model)
+    graph = as_graph(model)
     what = f"compiling graph '{graph.name}' for " + (f"devices {devices}" if devices else
                                                      f"backend '{backend or 'default'}'")
     with internal_errors(what):  # a non-GlowError from here on is a glow bug: InternalError
@@ -71,45 +72,5 @@ def _compile(graph, backend, *, native, threads, devices, optimize, pins, bans, 
         raise BackendError("pins, bans and strict apply to multi-device compilation (devices=[...])")
     reg = registry()
     be = reg.get(backend) if backend else reg.default()
-    if optimize:
-        from .passes import optimize_graph
-
-        phase("optimise")
-        graph = optimize_graph(graph)
-        phase("lower")
-        graph = _lower_and_fuse(graph, be, native)
-    else:
-        phase("lower")
-        graph = prepare_for_backend(graph, be, native)
-    phase("compile")
-    return be.compile(graph, CompileOptions(native=native, threads=threads))
-
-
-def prepare_for_backend(graph: Graph, be, native: str | None = None) -> Graph:
-    """Lower every op the backend does not support natively (with `native="floor"`: every op
-    outside the primitive floor) until only supported ops remain."""
-    from .interpreter import verify_level
-    from .lowering import lower_to_supported, supports_floor
-
-    if native == "floor":
-        def supports(node):
-            return (supports_floor(node) or be.defers(node)) and be.supports(node)
-    else:
-        supports = be.supports
-    return lower_to_supported(graph, supports, be.name, verify=verify_level() >= 2)
-
-
-def optimize_for_backend(graph: Graph, be, native: str | None = None) -> Graph:
-    """The graph half of the compile flow: optimise, lower, clean up, fuse (see glow.passes)."""
-    from .passes import optimize_graph
-
-    return _lower_and_fuse(optimize_graph(graph), be, native)
-
-
-def _lower_and_fuse(graph: Graph, be, native: str | None) -> Graph:
-    from .passes import cleanup_graph, fuse_for_backend
-
-    graph = prepare_for_backend(graph, be, native)
-    graph = be.transform_graph(graph)  # the backend's own rewrites (e.g. layouts), step 6
-    graph = prepare_for_backend(cleanup_graph(graph), be, native)
-    return fuse_for_backend(graph, be)
+    return compile_for_backend(graph, be, CompileOptions(native=native, threads=threads), optimize=optimize,
+                               phase=phase)

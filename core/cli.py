@@ -502,7 +502,7 @@ def cmd_backends(args) -> int:
 
 # -- compile ---------------------------------------------------------------------------------------
 def cmd_compile(args) -> int:
-    from . import api
+    from . import flow
     from .onnx_import import load_onnx
     from .plugins import registry
     from .printer import format_graph, to_dot
@@ -512,8 +512,8 @@ def cmd_compile(args) -> int:
     be = reg.get(args.backend) if args.backend else reg.default()
     imported = load_onnx(args.model)
     verify_graph(imported)
-    graph = (api.prepare_for_backend(imported, be, args.native) if args.no_optimize
-             else api.optimize_for_backend(imported, be, args.native))
+    graph = (flow.lower_for_backend(imported, be, args.native) if args.no_optimize
+             else flow.optimize_for_backend(imported, be, args.native))
     summary = {"name": graph.name, "backend": be.name, "imported_nodes": len(imported.nodes),
                "nodes": len(graph.nodes), "ops": graph.op_counts(),
                "inputs": {v.name: str(v.type) for v in graph.inputs},

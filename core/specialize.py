@@ -1,10 +1,15 @@
 """Shape specialisation: a graph with dynamic shapes, made static for one set of concrete inputs.
 
 Code-generating backends need every shape at compile time. When a model has symbolic dims, or
-small integer inputs that decide shapes (a Reshape's target, a Slice's bounds, an Expand's shape),
-the executable compiles one static version per *input signature*: the inputs' shapes and dtypes,
-plus the values of small integer inputs, which become constants (so the shape rules see them).
-`specialize(graph, feeds)` builds that static graph; `signature(graph, feeds)` is its cache key.
+integer inputs whose values decide shapes (a Reshape's target, a Slice's bounds, a Range's
+limit), the executable compiles one static version per *input signature* (glow.flow): the
+inputs' shapes and dtypes, plus the values of the inputs that decide a shape, which become
+constants so that the shape rules see them. Every other input is data, whatever its size: token
+ids, attention masks, gather indices are never specialised on.
+
+    deciding_inputs(graph)            the inputs whose values decide a shape
+    specialize(graph, feeds, names)   the static graph for these feeds, `names` made constants
+    signature(graph, feeds, names)    its cache key
 """
 
 from __future__ import annotations
@@ -14,10 +19,21 @@ import numpy as np
 from . import dtypes as dt
 from .errors import GraphError, InputError
 from .graph import Graph
+from .ops.registry import InferContext
 from .rewrite import Rebuilder, copy_node
 
-#: Integer inputs up to this many elements are specialised on their values (shape-like inputs).
+#: An input is specialised on its values only if it has at most this many elements: shape-like
+#: tensors (a target shape, slice bounds, a scalar length) are small; anything bigger is data.
 VALUE_LIMIT = 64
+
+#: Element types a specialised input may have (its values become a compile-time constant).
+VALUE_TYPES = (dt.int64, dt.int32)
+
+
+def specializable(t) -> bool:
+    """Whether a value of type `t` can be specialised on: a small static integer tensor."""
+    return (isinstance(t, dt.TensorType) and t.dtype in VALUE_TYPES and t.is_static
+            and (t.numel or 0) <= VALUE_LIMIT)
 
 
 def needs_specialization(graph: Graph) -> bool:
@@ -25,44 +41,99 @@ def needs_specialization(graph: Graph) -> bool:
     return not graph.is_static()
 
 
-def _value_input(t) -> bool:
-    return (isinstance(t, dt.TensorType) and t.dtype in (dt.int64, dt.int32) and t.is_static
-            and (t.numel or 0) <= VALUE_LIMIT)
+def specializable_inputs(graph: Graph) -> frozenset[str]:
+    """The graph inputs whose values could be specialised on (see `specializable`)."""
+    return frozenset(v.name for v in graph.inputs if specializable(v.type))
 
 
-def signature(graph: Graph, feeds: dict, values: bool) -> tuple:
-    """The cache key of a specialisation: input shapes and dtypes (and small int values)."""
+class _Recording(InferContext):
+    """An InferContext that notes which inputs' values the shape rule asks for."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.asked: set[int] = set()
+
+    def value(self, i: int):
+        self.asked.add(i)
+        return super().value(i)
+
+
+def _with_sizes(t):
+    """`t` with each symbolic dim given a size (1): what shape specialisation will know."""
+    if isinstance(t, dt.TensorType) and t.shape is not None and not t.is_static:
+        return dt.TensorType(tuple(d if isinstance(d, int) else 1 for d in t.shape), t.dtype)
+    return t
+
+
+def shape_operands(node) -> list:
+    """The operands whose values decide `node`'s output shapes: those its shape rule asks the
+    value of (a Reshape's target, Slice bounds, Range's limits, a TopK's k, axes fed as inputs)
+    when, with every input shape known, the outputs' shapes still are not without them. A rule
+    that only checks a value it is given (Gather's indices against the axis) decides nothing.
+    For control flow: the branch conditions and trip counts."""
+    ins = list(node.inputs)
+    if node.op.has_subgraphs:  # which branch runs, how often a loop runs: decided by values
+        return [v for v in ins if v is not None and isinstance(v.type, dt.TensorType)
+                and v.type.dtype in VALUE_TYPES and v.known is None]
+    ctx = _Recording(node.op, node.name, [None if v is None else _with_sizes(v.type) for v in ins],
+                     dict(node.attrs), len(node.outputs), [None if v is None else v.known for v in ins])
+    asked = lambda: [ins[i] for i in sorted(ctx.asked) if i < len(ins) and ins[i] is not None  # noqa: E731
+                     and ins[i].known is None]
+    try:
+        outs = node.op.infer(ctx)
+    except Exception:  # noqa: BLE001 - a rule that cannot go on without values: what it asked decides
+        return asked()
+    if all(isinstance(t, dt.TensorType) and t.is_static for t in outs):
+        return []
+    return asked()
+
+
+def deciding_inputs(graph: Graph) -> frozenset[str]:
+    """Names of the graph inputs whose values decide a shape: found by walking back from every
+    operand a shape rule asks the value of, through the ops computing it, to graph inputs. The
+    walk stops at ops whose value needs only their inputs' shapes (Shape, Size): a sequence length
+    read with Shape is settled by shape specialisation, not by the ids' values."""
+    found: set[str] = set()
+    seen: set[int] = set()
+    stack = [v for n in graph.nodes for v in shape_operands(n)]
+    while stack:
+        v = stack.pop()
+        if v is None or id(v) in seen or v.is_constant or v.known is not None:
+            continue
+        seen.add(id(v))
+        if v.node is None:
+            if any(v is g for g in graph.inputs):
+                found.add(v.name)
+            continue
+        if v.node.op.known_value is not None:  # Shape, Size: shapes decide them
+            continue
+        stack.extend(x for x in (*v.node.inputs, *v.node.captures) if x is not None)
+    return frozenset(found)
+
+
+def signature(graph: Graph, feeds: dict, values=frozenset()) -> tuple:
+    """The cache key of a specialisation: every input's shape and dtype, and the values of the
+    inputs named in `values`."""
     key = []
     for v in graph.inputs:
         a = feeds[v.name]
         if isinstance(a, np.ndarray):
-            val = a.tobytes() if values and _value_input(dt.type_of(a)) else None
-            key.append((v.name, a.shape, a.dtype.str, val))
+            key.append((v.name, a.shape, a.dtype.str, a.tobytes() if v.name in values else None))
         else:
             key.append((v.name, type(a).__name__))
     return tuple(key)
 
 
-def specialize_static(graph: Graph, feeds: dict) -> tuple[Graph, dict, bool]:
-    """Specialise on input shapes; if shapes still depend on input values, on small integer
-    input values too. Returns (graph, remaining feeds, whether values were used)."""
-    g, rest = specialize(graph, feeds, values=False)
-    if g.is_static():
-        return g, rest, False
-    g, rest = specialize(graph, feeds, values=True)
-    return g, rest, True
-
-
-def specialize(graph: Graph, feeds: dict, values: bool = False) -> tuple[Graph, dict]:
-    """The graph with concrete input shapes (with `values`, small integer inputs become
-    constants), plus the feeds that remain inputs. Every node is re-added, so shape rules rerun."""
+def specialize(graph: Graph, feeds: dict, values=frozenset()) -> tuple[Graph, dict]:
+    """The graph with concrete input shapes, the inputs named in `values` made constants, plus the
+    feeds that remain inputs. Every node is re-added, so shape rules rerun."""
     rb = Rebuilder(graph.name)
     mapping = {}
     remaining = {}
     fed: set[int] = set()  # values computed from input values made constants
     for v in graph.inputs:
         a = feeds[v.name]
-        if values and isinstance(a, np.ndarray) and _value_input(dt.type_of(a)):
+        if v.name in values and isinstance(a, np.ndarray) and specializable(dt.type_of(a)):
             mapping[id(v)] = rb.constant(a, name=v.name)
             fed.add(id(mapping[id(v)]))
         elif isinstance(a, np.ndarray):

@@ -175,7 +175,7 @@ def fingerprint(g: Graph) -> str:
 def artefacts(graph: Graph, backend: str) -> dict:
     """Everything one compile of `graph` for `backend` decides, as comparable text (an error's
     message counts: a model a backend refuses must be refused the same way twice)."""
-    from glow.api import optimize_for_backend
+    from glow.flow import optimize_for_backend
     from glow.ir import format_ir, lower_to_ir
 
     backend, _, stop = backend.partition("-")

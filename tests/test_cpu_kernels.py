@@ -34,7 +34,7 @@ def agree(graph, feeds, threads=(1, 2), optimize=True, rtol=1e-4, atol=1e-5):
 
 def program_ops(graph):
     """Op names in the graph the CPU backend compiles (after layout and fusion)."""
-    from glow.api import optimize_for_backend
+    from glow.flow import optimize_for_backend
     from glow.plugins import registry
 
     g = optimize_for_backend(graph, registry().get("cpu"))

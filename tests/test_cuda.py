@@ -19,8 +19,8 @@ import warnings
 import glow
 import numpy as np
 import pytest
-from glow.api import optimize_for_backend
 from glow.backends.cuda.backend import CudaBackend
+from glow.flow import optimize_for_backend
 from glow.render import GPU
 from glow.render.helpers import HELPERS, render_helpers
 from glow.testing.compare import mismatch, to_array
@@ -48,13 +48,13 @@ def _kernels_of(model, feeds, be, into: dict) -> bool:
     """Add the CUDA kernels of `model`, compiled as the backend would (specialised on `feeds`
     when its shapes or index operands are only known at run time)."""
     from glow.backend import CompileOptions
-    from glow.render.backend import SpecializingExecutable
+    from glow.flow import SpecializingExecutable
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         g = optimize_for_backend(glow.load_onnx(model), be)
         if not be.fully_renderable(g):
-            g, _ = SpecializingExecutable(be, g, CompileOptions(), None).specialise(feeds)
+            g = SpecializingExecutable(g, be, None, CompileOptions()).specialized_graph(feeds)
         for k in be.compile_graph(g, GPU).program.launches:
             into.setdefault(k.name, k)
     return True

@@ -322,7 +322,7 @@ def test_limits_are_consistent():
 
 def test_cuda_dialect_refuses_past_32_bit_indexing(monkeypatch):
     """The same check for CUDA's dialect, through compile_graph (which needs no GPU)."""
-    from glow.api import optimize_for_backend
+    from glow.flow import optimize_for_backend
     from glow.render.params import GPU
 
     cuda = pytest.importorskip("glow.backends.cuda.backend")

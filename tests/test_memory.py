@@ -7,7 +7,7 @@ import sys
 import glow
 import numpy as np
 import pytest
-from glow.api import optimize_for_backend
+from glow.flow import optimize_for_backend
 from glow.ir import lower_to_ir
 from glow.ir.memory import Interval, MemoryPlan, check_plan, live_profile, plan_arena
 from glow.plugins import registry

@@ -11,9 +11,9 @@ import glow
 import numpy as np
 import onnx
 import pytest
-from glow.api import optimize_for_backend
 from glow.backends.cuda.backend import CudaBackend
 from glow.backends.opencl.backend import OpenCLBackend
+from glow.flow import optimize_for_backend
 from glow.render import CPU, GPU
 from onnx import TensorProto as T
 from onnx import helper as h

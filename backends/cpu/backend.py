@@ -22,6 +22,7 @@ from glow import dtypes as dt
 from glow.errors import BackendError
 from glow.lowering import is_host_op, rule_for
 from glow.passes.fusion import FUSED_OPS
+from glow.specialize import specializable
 
 from . import codegen
 
@@ -62,8 +63,9 @@ def _values_decide(node) -> bool:
 
 
 def value_determined(v, limit: int = 10_000) -> bool:
-    """Whether a value is known once small integer graph inputs are (glow.specialize makes those
-    constants): constants, such inputs, and pure ops of them only, however deep."""
+    """Whether a value is known once the graph is specialised (glow.specialize): constants,
+    small integer graph inputs (which may become constants), shapes and sizes of anything
+    (Shape, Size), and pure ops of these only, however deep."""
     seen: dict[int, bool] = {}
     stack = [v]
     while stack and len(seen) < limit:
@@ -71,12 +73,12 @@ def value_determined(v, limit: int = 10_000) -> bool:
         if x is None or x.is_constant:
             seen[id(x)] = True
         elif x.node is None:
-            t = x.type
-            seen[id(x)] = (isinstance(t, dt.TensorType) and t.is_static and t.dtype in (dt.int64, dt.int32)
-                           and t.numel <= 64)
+            seen[id(x)] = specializable(x.type)
         else:
             n = x.node
-            if not n.op.pure or is_host_op(n.op) or n.captures:
+            if n.op.known_value is not None and n.op.pure:  # Shape, Size: known once shapes are
+                seen[id(x)] = True
+            elif not n.op.pure or is_host_op(n.op) or n.captures:
                 seen[id(x)] = False
             else:
                 todo = [i for i in n.inputs if i is not None and id(i) not in seen]
@@ -172,9 +174,25 @@ class CpuBackend(Backend):
 
     # -- compiling -------------------------------------------------------------------------------
     def compile(self, graph: Graph, options: CompileOptions) -> Executable:
-        from .runtime import CpuExecutable
+        """One native program for a static graph; a glow.flow.SpecializingExecutable (one program
+        per input signature) for a graph with dynamic shapes or deferred nodes."""
+        from glow.flow import SpecializingExecutable
 
-        return CpuExecutable(graph, self, options)
+        from .runtime import CpuExecutable, NativeProgram
+
+        threads = options.threads or default_threads()
+        device = None if options.device is None else options.device.id  # whose thread pool
+
+        def compile_static(g: Graph) -> Executable:
+            return CpuExecutable(g, NativeProgram(g, threads, device))
+
+        static = self.specialised()
+        if graph.is_static() and all(self.runs_now(n) for n in graph.nodes):
+            try:
+                return compile_static(graph)
+            except codegen.NeedsConstant:  # a kernel argument fed as an input: specialise on values
+                return SpecializingExecutable(graph, static, compile_static, options, all_values=True)
+        return SpecializingExecutable(graph, static, compile_static, options)
 
     def devices(self) -> list[Device]:
         f = host_figures()

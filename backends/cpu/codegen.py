@@ -36,6 +36,7 @@ from glow import dtypes as dt
 from glow.errors import BackendError
 from glow.flow import NeedsInputValues
 from glow.ir.instr import ACTIVATION, INPUT, OUTPUT, WEIGHT, Instr, IRFunction, overlaps
+from glow.specialize import specializable
 
 from .irutil import I8, I64, PTR, KernelBuilder
 from .kernels.sync import PhaseEmitter
@@ -67,7 +68,7 @@ def value_input(v) -> bool:
     t = v.type
     if not (isinstance(t, dt.TensorType) and t.is_static):
         return False
-    if t.dtype in (dt.int64, dt.int32) and t.numel <= 64:
+    if specializable(t):
         return True
     return t.numel <= 1 and getattr(v, "node", True) is not None  # not a graph input
 

@@ -11,8 +11,8 @@ Its threads come from the pool of its device (pool.py), so programs on two logic
 run at the same time; each call runs on all of them or on the caller alone, whichever has been
 faster lately (`ThreadChoice`).
 
-A graph with dynamic shapes is compiled on first run for each input signature (shapes, dtypes,
-and the values of small integer inputs that decide shapes; see glow.specialize).
+A graph with dynamic shapes is compiled on first run for each input signature by the core's
+specialising executable (glow.flow), which calls the backend's static compile.
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ from . import codegen, jit
 from .kernels.index import check_index_errors
 from .pool import ThreadChoice, get_pool
 
-#: Specialised programs kept per executable (one per input signature).
-MAX_SIGNATURES = 64
 ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
 
@@ -121,96 +119,23 @@ class NativeProgram:
 
 
 class CpuExecutable(Executable):
-    """A compiled graph; static graphs compile at once, dynamic ones per input signature."""
+    """A static graph compiled to one native program (graphs with dynamic shapes get a
+    glow.flow.SpecializingExecutable whose static compile makes these)."""
 
-    def __init__(self, graph: Graph, backend, options):
+    def __init__(self, graph: Graph, program: NativeProgram):
         super().__init__(graph)
-        from .backend import default_threads
-
-        self.backend, self.native = backend, options.native
-        self._static = backend.specialised()
-        self.threads = options.threads or default_threads()
-        self.device = None if options.device is None else options.device.id  # whose thread pool
-        self._programs: dict = {}
-        self._lock = threading.Lock()
-        # Specialise on small integer input values too (some kernel argument is fed as an input).
-        self._values = not all(backend.runs_now(n) for n in graph.nodes)
-        self.program = None
-        self._source = None  # the graph specialisation starts from (fusions undone)
-        if graph.is_static() and not self._values:
-            try:
-                self.program = NativeProgram(graph, self.threads, self.device)
-            except codegen.NeedsConstant:
-                self._values = True
+        self.program = program
 
     def _run(self, feeds):
-        if self.program is not None:
-            return self.program.run(feeds)
-        program, rest = self._specialized(feeds)
-        return program.run(rest)
+        return self.program.run(feeds)
 
     def _profile(self, feeds):
-        program, rest = (self.program, feeds) if self.program is not None else self._specialized(feeds)
-        records, outs, seconds = program.profile(rest)
+        records, outs, seconds = self.program.profile(feeds)
         return records, "kernel", outs, seconds
-
-    def _specialized(self, feeds):
-        from glow.api import optimize_for_backend
-        from glow.specialize import signature, specialize, specialize_static
-
-        key = signature(self.graph, feeds, values=self._values)
-        with self._lock:
-            if self._source is None:
-                self._source = unfuse(self.graph)
-            hit = self._programs.get(key)
-            if hit == "values":
-                key = signature(self.graph, feeds, values=True)
-                hit = self._programs.get(key)
-            if hit is not None:
-                names = {n for n, _, _ in hit.inputs}
-                return hit, {k: v for k, v in feeds.items() if k in names}
-            if self._values:
-                (g, rest), used_values = specialize(self._source, feeds, values=True), True
-            else:
-                g, rest, used_values = specialize_static(self._source, feeds)
-            try:
-                program = NativeProgram(optimize_for_backend(g, self._static, self.native), self.threads, self.device)
-            except codegen.NeedsConstant:
-                if used_values:
-                    raise
-                (g, rest), used_values = specialize(self._source, feeds, values=True), True
-                program = NativeProgram(optimize_for_backend(g, self._static, self.native), self.threads, self.device)
-            if len(self._programs) >= MAX_SIGNATURES:
-                self._programs.clear()  # a model fed ever-new shapes: keep memory bounded
-            if used_values and not self._values:
-                self._programs[key] = "values"
-                key = signature(self.graph, feeds, values=True)
-            self._programs[key] = program
-            return program, rest
 
     @property
     def stats(self) -> dict:
-        return {} if self.program is None else self.program.stats
+        return self.program.stats
 
 
-def unfuse(graph: Graph) -> Graph:
-    """The graph with every fused node replaced by its members again, so that specialising it
-    folds shape computations that went into a fused node (they fuse again afterwards)."""
-    from glow.passes.fusion import FUSED_OPS
-    from glow.rewrite import rebuild
-
-    def visit(rb, node, inputs):
-        if node.op not in FUSED_OPS:
-            return None
-        body = node.attrs["body"]
-        env = {id(ph): x for ph, x in zip(body.inputs, inputs)}
-        for n in body.nodes:
-            ins = [None if v is None else v if v.is_constant else env[id(v)] for v in n.inputs]
-            outs = rb.add(n.op, ins, dict(n.attrs), name=f"{node.name}/{n.name}", num_outputs=len(n.outputs))
-            env.update((id(o), nv) for o, nv in zip(n.outputs, outs))
-        return [v if v.is_constant else env[id(v)] for v in body.outputs]
-
-    return rebuild(graph, visit)[0]
-
-
-__all__ = ["CpuExecutable", "NativeProgram", "aligned_zeros", "unfuse"]
+__all__ = ["CpuExecutable", "NativeProgram", "aligned_zeros"]

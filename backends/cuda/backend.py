@@ -84,7 +84,7 @@ def render_cuda_program(graph, native: str | None = None, params=None):
     """The CUDA program (glow.render.Program) of a static graph, without any device: the graph
     is optimised, lowered and fused for this backend, then rendered for `params` (default: a
     generic GPU)."""
-    from glow.api import optimize_for_backend
+    from glow.flow import optimize_for_backend
     from glow.render import GPU
 
     be = CudaBackend()

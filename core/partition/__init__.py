@@ -15,9 +15,9 @@ from .placement import OBJECTIVES, Placement, place
 def partition(model, devices, *, pins=None, bans=None, strict: bool = False, objective: str = "latency",
               native: str | None = None, optimize: bool = True) -> Placement:
     """Optimise `model` (Graph, ModelProto or path) and place it on `devices` (see devices.py)."""
-    from ..api import _as_graph
+    from ..api import as_graph
 
-    graph = _as_graph(model)
+    graph = as_graph(model)
     if optimize:
         from ..passes import optimize_graph
 

@@ -7,8 +7,8 @@ transforms, clean-up, lowering again, fusion, and the backend's compile.
 
 from __future__ import annotations
 
-from ..api import prepare_for_backend
 from ..backend import CompileOptions, Executable
+from ..flow import backend_graph, compile_lowered, lower_for_backend
 from ..graph import Graph
 from .cut import Partition
 from .devices import DeviceBackend, Target
@@ -18,22 +18,10 @@ def compile_for_device(graph: Graph, target: Target, *, threads: int | None = No
                        optimize: bool = True) -> Executable:
     be = DeviceBackend(target)
     native = target.native
-    graph = prepare_for_backend(graph, be, native)
-    if optimize:
-        from ..passes import cleanup_graph, fuse_for_backend
-
-        graph = be.transform_graph(graph)
-        graph = prepare_for_backend(cleanup_graph(graph), be, native)
-        graph = fuse_for_backend(graph, be)
+    graph = backend_graph(graph, be, native) if optimize else lower_for_backend(graph, be, native)
     threads = target.device.extra.get("threads", threads) if threads is None else threads
     options = CompileOptions(native=native, threads=threads, device=target.device)
-    exe = target.backend.compile(graph, options)
-    if not isinstance(exe, Executable):  # the runtime relies on Executable's declared contract
-        from ..errors import BackendError
-
-        raise BackendError(f"backend '{target.backend.name}': compile() returned "
-                           f"{type(exe).__name__}, not a glow.Executable")
-    return exe
+    return compile_lowered(graph, target.backend, options)
 
 
 def compile_partitions(parts: list[Partition], *, threads: int | None = None,

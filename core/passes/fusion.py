@@ -184,3 +184,23 @@ def fuse(graph: Graph, requests) -> Graph:
 
 def fusion_pass(requests) -> Pass:
     return Pass("fuse", lambda g: fuse(g, requests), "fusions the backend asked for")
+
+
+def unfuse(graph: Graph) -> Graph:
+    """The graph with every fused node replaced by its members again, so that specialising it
+    folds shapes and constants that went into a fused body (constant folding does not look
+    inside one); the specialised graph is fused again afterwards."""
+    from ..rewrite import rebuild
+
+    def visit(rb, node, inputs):
+        if node.op not in FUSED_OPS:
+            return None
+        body = node.attrs["body"]
+        env = {id(ph): x for ph, x in zip(body.inputs, inputs)}
+        for n in body.nodes:
+            ins = [None if v is None else v if v.is_constant else env[id(v)] for v in n.inputs]
+            outs = rb.add(n.op, ins, dict(n.attrs), name=f"{node.name}/{n.name}", num_outputs=len(n.outputs))
+            env.update((id(o), nv) for o, nv in zip(n.outputs, outs))
+        return [v if v.is_constant else env[id(v)] for v in body.outputs]
+
+    return rebuild(graph, visit)[0]

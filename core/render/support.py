@@ -37,11 +37,9 @@ def needs_values(node) -> bool:
     from anywhere; an op the core lowers only when they are graph inputs, the values that
     specialisation makes constants (Col2Im's image and block shapes, STFT's frame length)."""
     from ..lowering import rule_for as lowering_rule
-    from ..specialize import VALUE_LIMIT
+    from ..specialize import specializable
 
-    small = [v for v in node.inputs[1:]
-             if v is not None and v.data is None and isinstance(v.type, dt.TensorType) and v.type.is_static
-             and v.type.dtype in (dt.int32, dt.int64) and v.type.numel <= VALUE_LIMIT]
+    small = [v for v in node.inputs[1:] if v is not None and v.data is None and specializable(v.type)]
     if rule_for(node.op.name) is not None:
         return bool(small)
     return lowering_rule(node.op.name, node.op.domain) is not None and any(v.node is None for v in small)

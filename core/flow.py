@@ -1,0 +1,234 @@
+"""The compile flow, in one place: what `glow.compile`, the partitioner and every backend run.
+
+    optimise (glow.passes)  ->  [partition]  ->  lower  ->  backend transforms  ->  clean up
+    ->  lower again  ->  fuse  ->  backend.compile
+
+`compile_for_backend` is the single-device flow; `backend_graph` is its graph half after
+optimisation, which the partitioner runs per partition (it optimises the whole graph once before
+placement) and specialisation runs again per input signature.
+
+`SpecializingExecutable` is the one executable for graphs a code-generating backend cannot
+compile as they are (symbolic dims, or shapes that input values decide): on first sight of an
+input signature it specialises the graph (glow.specialize), runs the graph half again, and hands
+the now static graph to the backend's static compile. Only inputs whose values decide a shape are
+part of the signature (`glow.specialize.deciding_inputs`); token ids, masks and indices are data.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+from .backend import CompileOptions, Executable
+from .errors import BackendError, LoweringError
+from .graph import Graph
+
+
+def lower_for_backend(graph: Graph, be, native: str | None = None) -> Graph:
+    """Lower every op the backend does not support natively (with `native="floor"`: every op
+    outside the primitive floor, except what it defers to specialisation) until only supported
+    ops remain. A LoweringError names what cannot get there."""
+    from .interpreter import verify_level
+    from .lowering import lower_to_supported, supports_floor
+
+    if native == "floor":
+        def supports(node):
+            return (supports_floor(node) or be.defers(node)) and be.supports(node)
+    else:
+        supports = be.supports
+    return lower_to_supported(graph, supports, be.name, verify=verify_level() >= 2)
+
+
+def backend_graph(graph: Graph, be, native: str | None = None) -> Graph:
+    """The graph half after optimisation: lower, the backend's own transforms (layouts), clean
+    up, lower again (clean-up may form ops the backend lacks), fuse."""
+    from .passes import cleanup_graph, fuse_for_backend
+
+    graph = lower_for_backend(graph, be, native)
+    graph = be.transform_graph(graph)
+    graph = lower_for_backend(cleanup_graph(graph), be, native)
+    return fuse_for_backend(graph, be)
+
+
+def optimize_for_backend(graph: Graph, be, native: str | None = None) -> Graph:
+    """Optimise (glow.passes' default pipeline), then `backend_graph`."""
+    from .passes import optimize_graph
+
+    return backend_graph(optimize_graph(graph), be, native)
+
+
+def compile_for_backend(graph: Graph, be, options: CompileOptions, *, optimize: bool = True,
+                        phase: Callable[[str], None] = lambda name: None) -> Executable:
+    """The single-device flow: optimise, lower, transform, fuse, compile. `optimize=False` only
+    lowers (no optimiser, no backend transforms or fusions). `phase(name)` is called as each of
+    "optimise", "lower", "compile" starts."""
+    if optimize:
+        from .passes import optimize_graph
+
+        phase("optimise")
+        graph = optimize_graph(graph)
+        phase("lower")
+        graph = backend_graph(graph, be, options.native)
+    else:
+        phase("lower")
+        graph = lower_for_backend(graph, be, options.native)
+    phase("compile")
+    return compile_lowered(graph, be, options)
+
+
+def compile_lowered(graph: Graph, be, options: CompileOptions) -> Executable:
+    """`be.compile` of a graph the flow prepared for it, checked to keep Executable's contract
+    (the runtime and the facade rely on it)."""
+    exe = be.compile(graph, options)
+    if not isinstance(exe, Executable):
+        raise BackendError(f"backend '{be.name}': compile() returned {type(exe).__name__}, not a glow.Executable")
+    return exe
+
+
+# -- one executable per input signature ---------------------------------------------------------
+
+#: Specialised executables kept per SpecializingExecutable, least recently used dropped first
+#: ($GLOW_SPECIALIZATIONS overrides).
+MAX_SPECIALIZATIONS = 16
+
+
+def max_specializations() -> int:
+    env = os.environ.get("GLOW_SPECIALIZATIONS")
+    if env:
+        if not env.strip().isdigit() or int(env) < 1:
+            raise BackendError(f"GLOW_SPECIALIZATIONS must be a positive integer, got {env!r}")
+        return int(env)
+    return MAX_SPECIALIZATIONS
+
+
+class NeedsInputValues(BackendError):
+    """Raised by a backend's static compile when a kernel needs, at compile time, the value of
+    an operand that is only known at run time (pads, axes, slice bounds fed as inputs). The
+    specialising executable then also specialises on the values of every small integer input."""
+
+
+class SpecializingExecutable(Executable):
+    """One static executable per input signature, compiled on first sight of it.
+
+    `compile_static(graph)` is the backend's compile of a static graph; `static_backend` is the
+    backend whose predicate the specialised graph is lowered for (one that defers nothing). The
+    signature is the inputs' shapes and dtypes plus the values of `deciding_inputs(graph)`; the
+    cache keeps the `max_specializations()` most recently used executables. `stats` says how many
+    compiles ran, what the cache holds and the last compile's figures.
+    """
+
+    def __init__(self, graph: Graph, static_backend, compile_static: Callable[[Graph], Executable],
+                 options: CompileOptions, *, all_values: bool = False):
+        from .specialize import deciding_inputs, specializable_inputs
+
+        super().__init__(graph)
+        self.static_backend, self.compile_static, self.options = static_backend, compile_static, options
+        self._source: Graph | None = None  # the graph specialisation starts from (fusions undone)
+        self._all = specializable_inputs(graph)
+        self._values = self._all if all_values else deciding_inputs(graph) & self._all
+        self._cache: OrderedDict = OrderedDict()
+        self._limit = max_specializations()
+        self._lock = threading.Lock()
+        self._compiles, self._compile_s, self._last = 0, 0.0, {}
+
+    def _key(self, feeds) -> tuple:
+        from .specialize import signature
+
+        return signature(self.graph, feeds, self._values)
+
+    def specialized(self, feeds) -> tuple[Executable, dict]:
+        """The static executable for these inputs (compiled now if new) and the feeds it takes."""
+        with self._lock:
+            key = self._key(feeds)
+            exe = self._cache.get(key)
+            if exe is None:
+                exe = self._compile(feeds)
+                self._cache[self._key(feeds)] = exe  # the key may have widened
+                while len(self._cache) > self._limit:
+                    self._cache.popitem(last=False)
+            else:
+                self._cache.move_to_end(key)
+        names = {v.name for v in exe.graph.inputs}
+        return exe, {k: v for k, v in feeds.items() if k in names}
+
+    def specialized_graph(self, feeds) -> Graph:
+        """The static graph for these inputs, prepared for the static backend: specialised on
+        shapes and the deciding inputs' values; if a node still cannot be settled, on the values
+        of every small integer input before it is called data-dependent."""
+        from .passes.fusion import unfuse
+        from .specialize import specialize
+
+        if self._source is None:
+            self._source = unfuse(self.graph)
+        while True:
+            try:
+                g, _ = specialize(self._source, feeds, self._values)
+                g = optimize_for_backend(g, self.static_backend, self.options.native)
+                self._check_static(g)
+                return g
+            except (BackendError, LoweringError):
+                if not self._widen():
+                    raise
+
+    def _widen(self) -> bool:
+        if self._values == self._all:
+            return False
+        self._values = self._all
+        self._cache.clear()
+        return True
+
+    def _compile(self, feeds) -> Executable:
+        t0 = time.perf_counter()
+        while True:
+            g = self.specialized_graph(feeds)
+            try:
+                exe = self.compile_static(g)
+                break
+            except NeedsInputValues:  # a kernel wants an operand's value at compile time
+                if not self._widen():
+                    raise
+        self._compiles += 1
+        self._compile_s += time.perf_counter() - t0
+        self._last = dict(getattr(exe, "stats", None) or {})
+        return exe
+
+    def _check_static(self, g: Graph) -> None:
+        left = sorted({n.op.name for n in g.nodes if not all(getattr(v.type, "is_static", True) for v in n.outputs)})
+        if left:
+            raise BackendError(f"backend '{self.static_backend.name}': shapes in graph '{self.graph.name}' stay "
+                               f"unknown after specialisation: they depend on data ({', '.join(left)})")
+
+    def _run(self, feeds):
+        exe, rest = self.specialized(feeds)
+        return exe._run(rest)
+
+    def _profile(self, feeds):
+        exe, rest = self.specialized(feeds)
+        return exe._profile(rest)
+
+    @property
+    def stats(self) -> dict:
+        """Compiles so far, their total seconds, the cache (entries, limit, bytes held by the
+        cached executables' arenas and weights) and the last compile's own stats."""
+        with self._lock:
+            held = sum(_bytes_held(e) for e in self._cache.values())
+            return {**self._last, "compiles": self._compiles, "compile_s": self._compile_s,
+                    "specializations": len(self._cache), "specialization_limit": self._limit,
+                    "specialized_on_values": sorted(self._values), "cache_bytes": held}
+
+    def clear_cache(self) -> None:
+        """Drop every specialised executable (the next run compiles again)."""
+        with self._lock:
+            self._cache.clear()
+
+
+def _bytes_held(exe) -> int:
+    s = getattr(exe, "stats", None) or {}
+    return int(s.get("arena_bytes", 0)) + int(s.get("weights_bytes", 0))
+
+
+__all__ = ["MAX_SPECIALIZATIONS", "NeedsInputValues", "SpecializingExecutable", "backend_graph",
+           "compile_for_backend", "compile_lowered", "lower_for_backend", "max_specializations", "optimize_for_backend"]

@@ -1,0 +1,115 @@
+"""Dynamic inputs: models from the PyTorch exporters with symbolic batch and sequence, and token
+ids that are data (never specialised on, never a reason to compile again).
+
+The models in tests/data/exporters come from torch.onnx.export (TorchScript and dynamo) of small
+`transformers` configs (scripts/make_exporter_models.py); their expected outputs are
+onnxruntime's, stored beside them. The onnx.helper models (glow.testing.nlp_models) are written
+the way those exporters write position ids and causal masks (Shape -> Gather -> Range).
+"""
+
+from __future__ import annotations
+
+import os
+
+import glow
+import numpy as np
+import pytest
+from glow.specialize import deciding_inputs
+from glow.testing.nlp_models import decoder, encoder, token_feeds
+from helpers import backend_unavailable
+
+HERE = os.path.join(os.path.dirname(__file__), "data", "exporters")
+MODELS = ["bert_dynamic", "gpt2_dynamic", "llama_dynamo", "cnn_dynamic_batch"]
+BACKENDS = ["reference", "cpu", "opencl"]
+
+
+def _sets(name):
+    data = np.load(os.path.join(HERE, f"{name}.npz"))
+    sets = []
+    for tag in ("", "2"):
+        feeds = {k.split(":", 1)[1]: data[k] for k in data if k.startswith(f"input{tag}:")}
+        want = {k.split(":", 1)[1]: data[k] for k in data if k.startswith(f"output{tag}:")}
+        sets.append((feeds, want))
+    return sets
+
+
+def _skip_unavailable(backend):
+    why = backend_unavailable(backend)
+    if why:
+        pytest.skip(why)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", MODELS)
+def test_exported_model_with_symbolic_dims_runs_every_shape(name, backend):
+    _skip_unavailable(backend)
+    exe = glow.compile(os.path.join(HERE, f"{name}.onnx"), backend=backend)
+    sets = _sets(name)
+    for feeds, want in sets + sets[:1]:  # a new shape, then the first shape again
+        got = exe.run(feeds)
+        for k, v in want.items():
+            np.testing.assert_allclose(got[k], v, rtol=1e-3, atol=1e-4, err_msg=f"{name} {backend} {k}")
+    if backend != "reference":
+        stats = exe.stats
+        assert stats["compiles"] == 2, stats  # one per shape; the repeat came from the cache
+        assert stats["specialized_on_values"] == [], stats  # ids and masks are data
+
+
+@pytest.mark.parametrize("name", ["bert_dynamic", "gpt2_dynamic", "llama_dynamo"])
+def test_token_ids_are_never_specialised_on(name):
+    from glow.onnx_import import load_onnx
+
+    graph = load_onnx(os.path.join(HERE, f"{name}.onnx"))
+    assert deciding_inputs(graph) == frozenset()
+
+
+@pytest.mark.parametrize("backend", ["cpu", "opencl"])
+@pytest.mark.parametrize("make", [encoder, decoder], ids=["encoder", "decoder"])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "symbolic"])
+def test_new_token_ids_never_compile_again(make, dynamic, backend):
+    _skip_unavailable(backend)
+    model = make(layers=1, hidden=32, heads=2, ffn=64, vocab=100, batch=2, seq=8, dynamic=dynamic)
+    exe, ref = glow.compile(model, backend=backend), glow.compile(model, backend="reference")
+    rng = np.random.default_rng(3)
+    for _ in range(3):  # 2x8 = 16 ids: small enough that the old rule specialised on them
+        feeds = token_feeds(model, 2, 8, rng, vocab=100)
+        (got,), (want,) = exe.run(feeds).values(), ref.run(feeds).values()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    stats = getattr(exe, "stats", {})  # a static executable compiled once, up front
+    assert stats.get("compiles", 0) == (1 if dynamic else 0), stats
+
+
+def test_values_that_decide_a_shape_are_specialised_on():
+    from helpers import make_model
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    # y = Reshape(x, shape): `shape` decides the output's shape, `x` is data
+    model = make_model([h.make_node("Reshape", ["x", "shape"], ["y"])],
+                       [("x", T.FLOAT, [2, 6]), ("shape", T.INT64, [2])], [("y", T.FLOAT, None)])
+    graph = glow.load_onnx(model)
+    assert deciding_inputs(graph) == {"shape"}
+    exe = glow.compile(model, backend="cpu")
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    for shape in ([3, 4], [4, 3], [3, 4]):
+        np.testing.assert_array_equal(exe.run({"x": x, "shape": np.array(shape)})["y"], x.reshape(shape))
+    assert exe.stats["compiles"] == 2 and exe.stats["specialized_on_values"] == ["shape"]
+
+
+def test_the_specialisation_cache_is_bounded(monkeypatch):
+    monkeypatch.setenv("GLOW_SPECIALIZATIONS", "2")
+    model = encoder(layers=1, hidden=16, heads=2, ffn=32, vocab=50, dynamic=True)
+    exe = glow.compile(model, backend="cpu")
+    rng = np.random.default_rng(0)
+    for seq in (4, 5, 6, 4):
+        exe.run(token_feeds(model, 1, seq, rng, vocab=50))
+    s = exe.stats
+    assert s["specializations"] == 2 and s["specialization_limit"] == 2
+    assert s["compiles"] == 4  # seq 4 was dropped (least recently used) before it came back
+    assert s["cache_bytes"] > 0
+
+
+def test_a_bad_specialisation_limit_is_a_one_line_error(monkeypatch):
+    monkeypatch.setenv("GLOW_SPECIALIZATIONS", "many")
+    with pytest.raises(glow.GlowError, match="GLOW_SPECIALIZATIONS"):
+        glow.compile(encoder(layers=1, hidden=16, heads=2, ffn=32, vocab=50), backend="cpu")
