@@ -1,4 +1,4 @@
-"""Elementwise expressions in C: one rule per op, keyed by op name (tinygrad's `code_for_op`).
+"""Elementwise expressions in C: one rule per op, keyed by (domain, op name) (tinygrad's `code_for_op`).
 
 A rule gets an `OpCtx` (argument C names, their element types, the result type, attributes) and
 returns a C expression in the result's compute type. `render_expr` walks an IR `Expr` tree and
@@ -210,8 +210,17 @@ def _sigmoid(c):
     return f"({a} >= 0 ? {one} / ({one} + {e}(-{a})) : {e}({a}) / ({one} + {e}({a})))"
 
 
-#: op name -> rule. Ops absent here are not rendered natively (the core lowers them).
-CODE_FOR_OP = {
+def rule_table(rules: dict, domain: str = "") -> dict:
+    """{op name: rule} as {(domain, op name): rule}; raises for a name the op table does not declare."""
+    from ..ops import get_op
+
+    for name in rules:
+        get_op(name, domain)
+    return {(domain, name): rule for name, rule in rules.items()}
+
+
+#: (domain, op name) -> rule. Ops absent here are not rendered natively (the core lowers them).
+CODE_FOR_OP = rule_table({
     "Add": lambda c: f"{c.args[0]} + {c.args[1]}",
     "Sub": lambda c: f"{c.args[0]} - {c.args[1]}",
     "Mul": lambda c: f"{c.args[0]} * {c.args[1]}",
@@ -252,12 +261,12 @@ CODE_FOR_OP = {
     "Where": lambda c: f"{c.args[0]} ? {c.args[1]} : {c.args[2]}",
     "Cast": _cast,
     "Identity": lambda c: c.args[0],
-}
+})
 
 
-def renderable(op_name: str, in_types, out_type) -> bool:
-    """Whether `CODE_FOR_OP` renders this op for these element types."""
-    rule = CODE_FOR_OP.get(op_name)
+def renderable(op, in_types, out_type) -> bool:
+    """Whether `CODE_FOR_OP` renders this op (an OpDef) for these element types."""
+    rule = CODE_FOR_OP.get((op.domain, op.name))
     if rule is None:
         return False
     if getattr(rule, "float_only", False) and not all(t.is_float for t in [out_type, *in_types]):
@@ -292,7 +301,7 @@ def render_expr(w, expr, leaf, acc: tuple | None = None) -> str:
         for _, t in vals:
             if t is not None:
                 w.uses(t)
-        code = CODE_FOR_OP[e.op.name](ctx)
+        code = CODE_FOR_OP[(e.op.domain, e.op.name)](ctx)
         name = f"t{len(names)}"
         w.line(f"const {w.r.compute(out)} {name} = {w.round_half(code, out)};")
         names[id(e)] = name

@@ -41,7 +41,7 @@ def render_instr(instr, renderer, params: DeviceParams, derived: dict | None = N
     elif instr.kind == "fused" or (instr.expr is None and _elementwise(instr)):
         render_elementwise(w, instr, params)
     else:
-        rule = rule_for(instr.op.name)
+        rule = rule_for(instr.op.name, instr.op.domain)
         if rule is None:
             raise BackendError(f"no {renderer.name} kernel for instruction '{instr.name}' ({instr.opname})")
         rule.render(w, instr, params)
@@ -51,7 +51,8 @@ def render_instr(instr, renderer, params: DeviceParams, derived: dict | None = N
 def _elementwise(instr) -> bool:
     from .expr import CODE_FOR_OP
 
-    return instr.op.name in CODE_FOR_OP and rule_for(instr.op.name) is None
+    op = instr.op
+    return (op.domain, op.name) in CODE_FOR_OP and rule_for(op.name, op.domain) is None
 
 
 def _base_name(instr) -> str:

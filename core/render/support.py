@@ -40,7 +40,7 @@ def needs_values(node) -> bool:
     from ..specialize import specializable
 
     small = [v for v in node.inputs[1:] if v is not None and v.data is None and specializable(v.type)]
-    if rule_for(node.op.name) is not None:
+    if rule_for(node.op.name, node.op.domain) is not None:
         return bool(small)
     return lowering_rule(node.op.name, node.op.domain) is not None and any(v.node is None for v in small)
 
@@ -63,9 +63,9 @@ def deferred(node) -> bool:
 
     if not (is_dynamic(node) or needs_values(node)) or is_host_op(node.op) or not node.op.pure:
         return False
-    name = node.op.name
-    return (node.op.has_subgraphs or rule_for(name) is not None or name in CODE_FOR_OP
-            or lowering_rule(name, node.op.domain) is not None)
+    name, domain = node.op.name, node.op.domain
+    return (node.op.has_subgraphs or rule_for(name, domain) is not None or (domain, name) in CODE_FOR_OP
+            or lowering_rule(name, domain) is not None)
 
 
 def renders(node, renderer) -> bool:
@@ -76,11 +76,11 @@ def renders(node, renderer) -> bool:
         return False
     if node.op.name not in NARROW_OPS and any(v.type.dtype in NARROW_TYPES for v in values):
         return False
-    rule = rule_for(node.op.name)
+    rule = rule_for(node.op.name, node.op.domain)
     if rule is not None:
         return bool(rule.supports(node, renderer))
     ins = [v.type.dtype for v in node.inputs if v is not None]
-    return len(node.outputs) == 1 and renderable(node.op.name, ins, node.outputs[0].type.dtype)
+    return len(node.outputs) == 1 and renderable(node.op, ins, node.outputs[0].type.dtype)
 
 
 def native_ops() -> list[str]:
@@ -88,4 +88,4 @@ def native_ops() -> list[str]:
     from .registry import KERNEL_RULES
 
     rule_for("")  # registers the kernel rules
-    return sorted(set(CODE_FOR_OP) | set(KERNEL_RULES))
+    return sorted({name for _, name in (*CODE_FOR_OP, *KERNEL_RULES)})

@@ -159,7 +159,7 @@ def evaluate(lanes: Lanes, e: Expr, values: list, acc=None, acc_dtype=None):
             return acc if e.arg == -1 else values[e.arg]
         args = [None if a is None else ev(a) for a in e.args]
         types = [None if a is None else dtype(a) for a in e.args]
-        return ewops.apply(lanes, e.op.name, args, types, e.type.dtype, e.attrs)
+        return ewops.apply(lanes, e.op, args, types, e.type.dtype, e.attrs)
 
     return ev(e)
 
@@ -167,7 +167,7 @@ def evaluate(lanes: Lanes, e: Expr, values: list, acc=None, acc_dtype=None):
 def expr_supported(e: Expr) -> bool:
     if e.op is None:
         return e.arg is not None or e.value is not None and has_ltype(e.type.dtype)
-    return (ewops.supports(e.op.name, [None if a is None else a.type.dtype for a in e.args],
+    return (ewops.supports(e.op, [None if a is None else a.type.dtype for a in e.args],
                            e.type.dtype, e.attrs) and all(a is None or expr_supported(a) for a in e.args))
 
 
@@ -228,11 +228,11 @@ def emits(node) -> bool:
     if len(node.outputs) != 1 or not isinstance(node.outputs[0].type, dt.TensorType):
         return False
     types = [None if v is None else v.type.dtype for v in node.inputs]
-    return ewops.supports(node.op.name, types, node.outputs[0].type.dtype, node.attrs)
+    return ewops.supports(node.op, types, node.outputs[0].type.dtype, node.attrs)
 
 
-for _name in ewops.OPS:
-    cpu_kernel(_name, supports=emits, epilogue=True)(emit_elementwise_op)
+for _domain, _name in ewops.OPS:
+    cpu_kernel(_name, domain=_domain, supports=emits, epilogue=True)(emit_elementwise_op)
 
 
 def _expand_supported(node) -> bool:

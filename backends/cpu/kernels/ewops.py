@@ -181,29 +181,40 @@ def lanes_loop(kb: KernelBuilder, lo, hi, body, n: int = 16):
 
 # -- the op table -------------------------------------------------------------------------------
 
-OPS: dict[str, tuple] = {}  # name -> (emit(L, args, in_types, out_type, attrs), supports(in, out, attrs))
+#: (domain, op name) -> (emit(L, args, in_types, out_type, attrs), supports(in, out, attrs))
+OPS: dict[tuple[str, str], tuple] = {}
+#: Ops that pick one of their inputs: a bfloat16 result needs no rounding.
+_SELECTS = frozenset({("", "Identity"), ("", "Where")})
 
 
-def op(name, types=NUMERIC, check=None):
+def op(name, types=NUMERIC, check=None, domain=""):
+    from glow.ops import get_op
+
+    get_op(name, domain)  # an emitter for an op the table does not declare is a bug: fail at import
+
     def register(fn):
         def supports(ins, out, attrs):
             ok = all(t is None or t in types for t in ins) and (out in types or out == dt.bool_)
             return ok and (check is None or check(ins, out, attrs))
 
-        OPS[name] = (fn, supports)
+        if (domain, name) in OPS:
+            raise ValueError(f"an elementwise emitter for '{name}' is already registered")
+        OPS[(domain, name)] = (fn, supports)
         return fn
 
     return register
 
 
-def supports(name, in_types, out_type, attrs) -> bool:
-    entry = OPS.get(name)
+def supports(op, in_types, out_type, attrs) -> bool:
+    """Whether the table computes `op` (an OpDef) for these element types and attributes."""
+    entry = OPS.get((op.domain, op.name))
     return entry is not None and entry[1](in_types, out_type, attrs)
 
 
-def apply(L: Lanes, name, args, in_types, out_type, attrs):
-    v = OPS[name][0](L, args, in_types, out_type, attrs)
-    if out_type == dt.bfloat16 and name not in ("Identity", "Where"):
+def apply(L: Lanes, op, args, in_types, out_type, attrs):
+    key = (op.domain, op.name)
+    v = OPS[key][0](L, args, in_types, out_type, attrs)
+    if out_type == dt.bfloat16 and key not in _SELECTS:
         v = L.round_bf16(v)
     return v
 

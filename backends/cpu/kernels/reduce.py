@@ -76,7 +76,7 @@ class _Acc:
         return L.const(self.acc_d, identity(self.op, self.d))
 
     def combine(self, L, a, b):
-        return ewops.OPS[_COMBINE[self.op]][0](L, [a, b], [self.acc_d] * 2, self.acc_d, {})
+        return ewops.OPS[("", _COMBINE[self.op])][0](L, [a, b], [self.acc_d] * 2, self.acc_d, {})
 
     def fold(self, L, v, n: int):
         """Lanes of a vector accumulator combined into a scalar."""
