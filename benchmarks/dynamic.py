@@ -1,0 +1,139 @@
+"""Token-id models with fresh inputs every call: glow cpu against onnxruntime (issue 16's targets).
+
+    python benchmarks/dynamic.py                 # both models, static and symbolic shapes
+    python benchmarks/dynamic.py --rounds 5 --calls 40 --threads 1 --no-write
+
+Models (glow.testing.nlp_models, written the way the PyTorch exporters write them): a BERT-tiny
+sized encoder (2 layers, hidden 128, 2 heads, FFN 512, batch 2, sequence 32) and a GPT-style
+decoder of the same size with a causal mask and a 1000-word head. Every call gets new random
+token ids, drawn before the timer starts and fed to both engines; glow and onnxruntime alternate
+which runs first; each round's figure is the median of its calls, and the table shows the median
+of the rounds. `compiles` counts glow's compiles after the first call (must be 0).
+
+For the symbolic-shape models it also times a *new* batch size and a new sequence length: from
+the call to its result (including glow's compile for that shape, with an empty object cache),
+then the steady ratio at that shape. Results go to benchmarks/results-dynamic.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _ort(model, threads):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = so.inter_op_num_threads = threads
+    so.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def _timed_rounds(exe, sess, model, batch, seq, rounds, calls, rng):
+    from glow.testing.nlp_models import token_feeds
+
+    glow_r, ort_r = [], []
+    for r in range(rounds):
+        g, o = [], []
+        for c in range(calls):
+            feeds = token_feeds(model, batch, seq, rng)
+            for first in ((0, 1) if (r + c) % 2 == 0 else (1, 0)):
+                t = time.perf_counter()
+                if first == 0:
+                    exe.run(feeds)
+                    g.append(time.perf_counter() - t)
+                else:
+                    sess.run(None, feeds)
+                    o.append(time.perf_counter() - t)
+        glow_r.append(statistics.median(g))
+        ort_r.append(statistics.median(o))
+    return statistics.median(glow_r), statistics.median(ort_r)
+
+
+def measure(name, dynamic, threads, rounds, calls) -> dict:
+    import glow
+    import numpy as np
+    from glow.testing import nlp_models
+
+    make = {"encoder": nlp_models.encoder, "decoder": nlp_models.decoder}[name]
+    model = make(dynamic=dynamic)
+    rng = np.random.default_rng(0)
+    sess = _ort(model, threads)
+    t = time.perf_counter()
+    exe = glow.compile(model, backend="cpu", threads=threads)
+    exe.run(nlp_models.token_feeds(model, 2, 32, rng))  # the first call (compiles a symbolic model)
+    first = time.perf_counter() - t
+    before = exe.stats.get("compiles", 0)
+    g, o = _timed_rounds(exe, sess, model, 2, 32, rounds, calls, rng)
+    row = {"model": name, "shapes": "symbolic" if dynamic else "static", "threads": threads,
+           "first_result_s": first, "glow_ms": g * 1e3, "ort_ms": o * 1e3, "ratio": g / o,
+           "compiles_after_first": exe.stats.get("compiles", 0) - before}
+    if dynamic:
+        for label, (b, s) in (("new batch 5", (5, 32)), ("new sequence 48", (2, 48))):
+            feeds = nlp_models.token_feeds(model, b, s, rng)
+            t = time.perf_counter()
+            exe.run(feeds)
+            new_first = time.perf_counter() - t
+            g2, o2 = _timed_rounds(exe, sess, model, b, s, max(1, rounds // 2), calls, rng)
+            row[label] = {"first_result_s": new_first, "glow_ms": g2 * 1e3, "ort_ms": o2 * 1e3, "ratio": g2 / o2}
+        row["cache_bytes"] = exe.stats["cache_bytes"]
+        row["specializations"] = exe.stats["specializations"]
+        row["compiles"] = exe.stats["compiles"]
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--calls", type=int, default=40)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["GLOW_CACHE_DIR"] = cache  # cold: new shapes pay their real compile
+        rows = [measure(m, d, args.threads, args.rounds, args.calls)
+                for m in ("encoder", "decoder") for d in (False, True)]
+    cpu = _cpu_name()
+    print(f"CPU: {cpu}; threads {args.threads}; fresh token ids every call; medians of {args.rounds} rounds "
+          f"x {args.calls} calls")
+    print(f"{'model':<9} {'shapes':<9} {'glow ms':>8} {'ort ms':>8} {'ratio':>6} {'recompiles':>10} "
+          f"{'first result s':>14}")
+    for r in rows:
+        print(f"{r['model']:<9} {r['shapes']:<9} {r['glow_ms']:>8.3f} {r['ort_ms']:>8.3f} {r['ratio']:>6.2f} "
+              f"{r['compiles_after_first']:>10} {r['first_result_s']:>14.2f}")
+        for label in ("new batch 5", "new sequence 48"):
+            if label in r:
+                x = r[label]
+                print(f"  {label:<16} first result {x['first_result_s']:.2f} s; then glow {x['glow_ms']:.3f} ms, "
+                      f"ort {x['ort_ms']:.3f} ms, ratio {x['ratio']:.2f}")
+        if "cache_bytes" in r:
+            print(f"  cache: {r['specializations']} specialisation(s), {r['cache_bytes'] / 2**20:.1f} MiB held, "
+                  f"{r['compiles']} compiles in all")
+    if not args.no_write:
+        with open(os.path.join(HERE, "results-dynamic.json"), "w") as f:
+            json.dump({"cpu": cpu, "threads": args.threads, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
