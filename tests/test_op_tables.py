@@ -1,4 +1,5 @@
-"""Every per-op table is keyed by (domain, op name) and refuses ops the op table does not declare.
+"""Every per-op table is keyed by (domain, op name) and refuses ops the op table does not declare;
+property sets (commutative, view, epilogue producer) are groups of the op table.
 
 The tables: lowering rules, the C-style renderer's kernel rules and elementwise rules, and the CPU
 backend's kernels and elementwise emitters. A rule for a misspelt op would never be found;
@@ -45,3 +46,15 @@ def test_cpu_tables_hold_declared_ops_only():
     for register in (lambda: ewops.op("NoSuchOp")(print), lambda: codegen.cpu_kernel("NoSuchOp")(print)):
         with pytest.raises(UnsupportedOpError):
             register()
+
+
+def test_property_sets_are_op_groups():
+    from glow.ops.registry import COMMUTATIVE, EPILOGUE_PRODUCER, VIEW
+
+    def group(g):
+        return {o.name for o in all_ops() if o.in_group(g)}
+
+    assert group(COMMUTATIVE) == {"Add", "Mul", "Max", "Min", "Sum", "Mean", "And", "Or", "Xor", "Equal",
+                                  "BitwiseAnd", "BitwiseOr", "BitwiseXor"}
+    assert group(VIEW) == {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
+    assert {"Conv", "ConvTranspose", "Gemm", "MatMul"} <= group(EPILOGUE_PRODUCER)

@@ -24,7 +24,7 @@ from glow.graph import Graph
 from glow.lowering.registry import lowering
 from glow.ops import get_op
 from glow.ops.conv import out_extents, window_attrs
-from glow.ops.registry import ELEMENTWISE, NN, POOL, Attr, Tier, op
+from glow.ops.registry import ELEMENTWISE, EPILOGUE_PRODUCER, NN, POOL, Attr, Tier, op
 from glow.rewrite import rebuild
 
 DOMAIN = "glow.cpu"
@@ -135,7 +135,7 @@ def _nhwc_op(name: str, base: str, inputs, attrs, doc: str):
         return np.ascontiguousarray(y.transpose(NHWC))
 
     opdef = op(name, domain=DOMAIN, inputs=inputs, outputs=("Y:T",), types={"T": F32}, attrs=attrs,
-               infer=infer, reference=reference, groups={NN if base == "Conv" else POOL},
+               infer=infer, reference=reference, groups={NN, EPILOGUE_PRODUCER} if base == "Conv" else {POOL},
                tier=Tier.KERNEL, doc=doc)
 
     @lowering(name, domain=DOMAIN)

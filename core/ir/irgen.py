@@ -17,9 +17,8 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..graph import Graph, Node, Value
+from ..ops.registry import VIEW
 from .instr import ACTIVATION, INPUT, OUTPUT, WEIGHT, Buffer, Expr, Instr, IRFunction, View
-
-_RESHAPES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
 
 
 def _strides(shape) -> list[int]:
@@ -138,7 +137,7 @@ class _Gen:
     def try_view(self, n: Node, src) -> bool:
         out, x = n.outputs[0], n.inputs[0]
         shape = x.type.shape
-        if n.op.name in _RESHAPES:
+        if n.op.in_group(VIEW):
             if out.type.dtype != x.type.dtype or out.type.nbytes != x.type.nbytes:
                 return False
             self.view_of(out, src, 0)

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from .registry import NN, QUANT, Attr, Tier, op
+from .registry import EPILOGUE_PRODUCER, NN, QUANT, Attr, Tier, op
 
 FLT = frozenset({dt.float32, dt.float64, dt.float16, dt.bfloat16})
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -237,7 +237,7 @@ _WINDOW_ATTRS = (Attr("auto_pad", "string", "NOTSET"), Attr("dilations", "ints",
                  Attr("strides", "ints", None))
 
 op("Conv", inputs=("X:T", "W:T", "B:T?"), outputs=("Y:T",), types={"T": FLT}, attrs=_WINDOW_ATTRS,
-   infer=_conv_infer, reference=_conv_ref, groups={NN}, tier=Tier.KERNEL, onnx_since=1,
+   infer=_conv_infer, reference=_conv_ref, groups={NN, EPILOGUE_PRODUCER}, tier=Tier.KERNEL, onnx_since=1,
    doc="N-D grouped convolution (cross-correlation) with strides, dilations, pads or auto_pad, "
        "and an optional per-output-channel bias.")
 
@@ -375,7 +375,7 @@ def _convtranspose_ref(x, w, b=None, **a):
 
 op("ConvTranspose", inputs=("X:T", "W:T", "B:T?"), outputs=("Y:T",), types={"T": FLT},
    attrs=(*_WINDOW_ATTRS, Attr("output_padding", "ints", None), Attr("output_shape", "ints", None)),
-   infer=_convtranspose_infer, reference=_convtranspose_ref, groups={NN}, tier=Tier.KERNEL,
+   infer=_convtranspose_infer, reference=_convtranspose_ref, groups={NN, EPILOGUE_PRODUCER}, tier=Tier.KERNEL,
    onnx_since=1,
    doc="Transposed (fractionally strided) N-D convolution; the output size comes from pads and "
        "output_padding, or from output_shape / auto_pad (which then determine the pads).")

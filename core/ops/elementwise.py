@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ._shape import broadcast_shapes, same_as
-from .registry import BINARY, ELEMENTWISE, UNARY, Attr, Tier, op
+from .registry import BINARY, COMMUTATIVE, ELEMENTWISE, UNARY, Attr, Tier, op
 
 NUM = dt.NUMERIC
 FLT = frozenset({dt.float32, dt.float64, dt.float16, dt.bfloat16})
@@ -84,9 +84,9 @@ def unary(name, fn, types=FLT, since=6, tier=Tier.PRIMITIVE, doc="", groups=()):
 
 # -- binary arithmetic -------------------------------------------------------------------------------
 
-binary("Add", np.add, doc="A + B, broadcasting.")
+binary("Add", np.add, doc="A + B, broadcasting.", groups={COMMUTATIVE})
 binary("Sub", np.subtract, doc="A - B, broadcasting.")
-binary("Mul", np.multiply, doc="A * B, broadcasting.")
+binary("Mul", np.multiply, doc="A * B, broadcasting.", groups={COMMUTATIVE})
 
 
 def _div(a, b):
@@ -154,8 +154,9 @@ def _variadic(fn):
 
 
 def variadic(name, fn, types=NUM, tier=Tier.PRIMITIVE, doc=""):
+    """An op over one or more inputs, broadcasting; each of them is commutative."""
     return op(name, inputs=("data_0:T*",), outputs=(f"{name.lower()}:T",), types={"T": types},
-              infer=_broadcast_rule, reference=_variadic(fn), groups={ELEMENTWISE}, tier=tier,
+              infer=_broadcast_rule, reference=_variadic(fn), groups={ELEMENTWISE, COMMUTATIVE}, tier=tier,
               onnx_since=8, doc=doc)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 from .. import dtypes as dt
 from ._shape import broadcast_shapes, same_as
 from .elementwise import NUM, _broadcast_rule, broadcast_as
-from .registry import BINARY, COMPARE, ELEMENTWISE, LOGICAL, UNARY, Attr, Tier, op
+from .registry import BINARY, COMMUTATIVE, COMPARE, ELEMENTWISE, LOGICAL, UNARY, Attr, Tier, op
 
 BOOL = frozenset({dt.bool_})
 #: Bitwise ops take the 8- to 64-bit integers.
@@ -20,14 +20,14 @@ def _bool_ref(fn):
 
 # -- comparisons -------------------------------------------------------------------------------------
 
-def compare(name, fn, types=NUM, since=7, doc=""):
+def compare(name, fn, types=NUM, since=7, doc="", groups=()):
     return op(name, inputs=("A:T", "B:T"), outputs=("C:T1",), types={"T": types, "T1": BOOL},
               infer=broadcast_as(dt.bool_), reference=_bool_ref(fn),
-              groups={ELEMENTWISE, BINARY, COMPARE}, tier=Tier.PRIMITIVE, onnx_since=since, doc=doc)
+              groups={ELEMENTWISE, BINARY, COMPARE, *groups}, tier=Tier.PRIMITIVE, onnx_since=since, doc=doc)
 
 
 compare("Equal", lambda a, b: a == b, types=NUM | {dt.bool_, dt.string},
-        doc="A == B, broadcasting (also on bools and strings).")
+        doc="A == B, broadcasting (also on bools and strings).", groups={COMMUTATIVE})
 compare("Less", np.less, doc="A < B, broadcasting.")
 compare("Greater", np.greater, doc="A > B, broadcasting.")
 compare("LessOrEqual", np.less_equal, since=12, doc="A <= B, broadcasting.")
@@ -39,7 +39,7 @@ compare("GreaterOrEqual", np.greater_equal, since=12, doc="A >= B, broadcasting.
 def _logic(name, fn, doc):
     return op(name, inputs=("A:T", "B:T"), outputs=("C:T1",), types={"T": BOOL, "T1": BOOL},
               infer=broadcast_as(dt.bool_), reference=_bool_ref(fn),
-              groups={ELEMENTWISE, BINARY, LOGICAL}, tier=Tier.PRIMITIVE, onnx_since=7, doc=doc)
+              groups={ELEMENTWISE, BINARY, LOGICAL, COMMUTATIVE}, tier=Tier.PRIMITIVE, onnx_since=7, doc=doc)
 
 
 _logic("And", np.logical_and, "Logical A and B, broadcasting.")
@@ -56,7 +56,7 @@ op("Not", inputs=("X:T",), outputs=("Y:T",), types={"T": BOOL}, infer=same_as(0)
 def _bitwise(name, fn, doc):
     return op(name, inputs=("A:T", "B:T"), outputs=("C:T",), types={"T": BITS}, infer=_broadcast_rule,
               reference=lambda a, b: fn(a, b).astype(a.dtype, copy=False),
-              groups={ELEMENTWISE, BINARY, LOGICAL}, tier=Tier.PRIMITIVE, onnx_since=18, doc=doc)
+              groups={ELEMENTWISE, BINARY, LOGICAL, COMMUTATIVE}, tier=Tier.PRIMITIVE, onnx_since=18, doc=doc)
 
 
 _bitwise("BitwiseAnd", np.bitwise_and, "Bitwise A & B, broadcasting.")

@@ -28,7 +28,7 @@ from ._movement_util import (
     zero_of,
 )
 from ._shape import broadcast_shapes, ints
-from .registry import MOVEMENT, NN, Attr, Tier, op
+from .registry import MOVEMENT, NN, VIEW, Attr, Tier, op
 
 # -- Concat --------------------------------------------------------------------------------------
 
@@ -275,7 +275,7 @@ def _axes_attr_adapter(name):
 
 op("Squeeze", inputs=("data:T", "axes:I?"), outputs=("squeezed:T",), types={"T": ALL, "I": I64},
    infer=_squeeze_infer, reference=_squeeze_ref, from_onnx=_axes_attr_adapter("Squeeze"),
-   groups={MOVEMENT}, tier=Tier.HIGH, onnx_since=1,
+   groups={MOVEMENT, VIEW}, tier=Tier.HIGH, onnx_since=1,
    doc="Removes size-1 axes (the listed ones, or all of them).")
 
 
@@ -300,7 +300,7 @@ def _unsqueeze_ref(data, axes):
 
 op("Unsqueeze", inputs=("data:T", "axes:I"), outputs=("expanded:T",), types={"T": ALL, "I": I64},
    infer=_unsqueeze_infer, reference=_unsqueeze_ref, from_onnx=_axes_attr_adapter("Unsqueeze"),
-   groups={MOVEMENT}, tier=Tier.HIGH, onnx_since=1,
+   groups={MOVEMENT, VIEW}, tier=Tier.HIGH, onnx_since=1,
    doc="Inserts size-1 axes at the given positions of the output.")
 
 
@@ -322,7 +322,7 @@ def _flatten_ref(x, axis):
 
 op("Flatten", inputs=("input:T",), outputs=("output:T",), types={"T": ALL},
    attrs=(Attr("axis", "int", 1),), infer=_flatten_infer, reference=_flatten_ref,
-   groups={MOVEMENT}, tier=Tier.HIGH, onnx_since=1,
+   groups={MOVEMENT, VIEW}, tier=Tier.HIGH, onnx_since=1,
    doc="Reshapes to 2-D: the axes before `axis` become rows, the rest columns.")
 
 

@@ -61,6 +61,13 @@ GENERATOR = "generator"
 SIGNAL = "signal"
 TRAINING = "training"
 ML = "ml"
+#: Two-operand forms may swap their operands: f(a, b) == f(b, a), exactly (CSE matches either way).
+COMMUTATIVE = "commutative"
+#: The output is the input's bytes under another shape: no data moves (IR generation aliases it).
+VIEW = "view"
+#: Computes into an accumulator that an elementwise epilogue can finish in the same kernel
+#: (`FuseActivation` fuses Relu(Conv(x)) into one node).
+EPILOGUE_PRODUCER = "epilogue-producer"
 
 ATTR_KINDS = ("int", "float", "string", "ints", "floats", "strings", "tensor", "tensors", "graph",
               "graphs", "dtype", "type")

@@ -8,10 +8,10 @@ import numpy as np
 
 from .. import dtypes as dt
 from ._shape import ints, numel, same_as
-from .registry import GENERATOR, MOVEMENT, Attr, Tier, op
+from .registry import GENERATOR, MOVEMENT, VIEW, Attr, Tier, op
 
 op("Identity", inputs=("input",), outputs=("output",), infer=same_as(0),
-   reference=lambda x: x, groups={MOVEMENT}, tier=Tier.PRIMITIVE, onnx_since=1,
+   reference=lambda x: x, groups={MOVEMENT, VIEW}, tier=Tier.PRIMITIVE, onnx_since=1,
    doc="Returns its input unchanged.")
 
 
@@ -125,5 +125,5 @@ def _reshape_from_onnx(ic):
 
 op("Reshape", inputs=("data", "shape:I"), outputs=("reshaped",), types={"I": frozenset({dt.int64})},
    attrs=(Attr("allowzero", "int", 0),), infer=_reshape_infer, reference=_reshape_ref,
-   groups={MOVEMENT}, tier=Tier.PRIMITIVE, onnx_since=5, from_onnx=_reshape_from_onnx,
+   groups={MOVEMENT, VIEW}, tier=Tier.PRIMITIVE, onnx_since=5, from_onnx=_reshape_from_onnx,
    doc="Same data, new shape; 0 copies the input dim (unless allowzero), -1 is inferred.")

@@ -3,7 +3,8 @@
 Small constants are deduplicated by value first (shape tensors, scalars), so that `x + 1` written
 twice with two separate constants still merges. Large weights are compared by identity only:
 hashing them would cost time on every run, and real models rarely repeat a large weight.
-Two-input commutative ops match either way round (`a + b` == `b + a`, exactly, in IEEE arithmetic).
+Two-input ops of the op table's COMMUTATIVE group match either way round (`a + b` == `b + a`,
+exactly, in IEEE arithmetic).
 Impure ops and nodes with sub-graph captures are never merged.
 """
 
@@ -12,14 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import Graph
+from ..ops.registry import COMMUTATIVE
 from ..rewrite import copy_node, rebuild
 from .base import Pass
 from .patterns import captured_values
 
 #: Constants up to this many bytes are compared by value.
 DEDUP_CONSTANT_BYTES = 1024
-COMMUTATIVE = frozenset({"Add", "Mul", "Max", "Min", "Sum", "Mean", "And", "Or", "Xor", "Equal",
-                         "BitwiseAnd", "BitwiseOr", "BitwiseXor"})
 
 
 def _hashable(x):
@@ -59,7 +59,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
             return None
         canon_ins = [canon(v) for v in ins]
         ids = tuple(None if v is None else id(v) for v in canon_ins)
-        if node.op.name in COMMUTATIVE and len(ids) == 2:
+        if node.op.in_group(COMMUTATIVE) and len(ids) == 2:
             ids = tuple(sorted(ids, key=lambda i: -1 if i is None else i))
         key = (id(node.op), ids, len(node.outputs),
                tuple(sorted((k, _hashable(v)) for k, v in node.attrs.items())))

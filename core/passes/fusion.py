@@ -4,7 +4,10 @@ A backend asks for fusions by returning requests from `Backend.fusions()` (looke
 `getattr`, so backends that say nothing get none):
 
     FuseElementwise()                  Relu(Add(Mul(a, b), c)) -> FusedElementwise{body}(a, b, c)
-    FuseActivation({"Conv", "Gemm"})   Relu(Conv(x, w, b))     -> FusedKernel{body}(x, w, b)
+    FuseActivation()                   Relu(Conv(x, w, b))     -> FusedKernel{body}(x, w, b)
+
+FuseActivation fuses into ops of the op table's EPILOGUE_PRODUCER group (Conv, ConvTranspose,
+Gemm, MatMul, ...); `producers` narrows that to the op names the backend has epilogue kernels for.
 
 Either takes `accepts(node) -> bool`: the backend's own test of whether its expression emitter
 can compute an elementwise node (its op, types, attributes). A backend's `supports` says more than
@@ -24,11 +27,11 @@ lowering rule) and appear only after lowering, in graphs handed to a backend tha
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .. import dtypes as dt
 from ..graph import Graph, GraphBuilder
-from ..ops.registry import ELEMENTWISE, Attr, OpDef
+from ..ops.registry import ELEMENTWISE, EPILOGUE_PRODUCER, Attr, OpDef
 from ..rewrite import rebuild
 from .base import Pass
 from .patterns import Context, keep_output_names
@@ -46,8 +49,7 @@ class FuseElementwise:
 class FuseActivation:
     """Fuse an elementwise chain into the op producing its input (e.g. Conv + Relu)."""
 
-    producers: frozenset = field(default_factory=lambda: frozenset({"Conv", "ConvTranspose", "Gemm",
-                                                                    "MatMul"}))
+    producers: frozenset | None = None  # op names of the EPILOGUE_PRODUCER group (None: all of them)
     accepts: Callable | None = None  # node -> bool, as FuseElementwise.accepts
 
 
@@ -71,6 +73,10 @@ FUSED_KERNEL = OpDef(
     attrs=(Attr("body", "graph"),), infer=_fused_infer, reference=_fused_reference,
     doc="An op (Conv, Gemm, ...) followed by an elementwise epilogue, run as one kernel.")
 FUSED_OPS = (FUSED_ELEMENTWISE, FUSED_KERNEL)
+
+
+def _produces_epilogues(op, act: FuseActivation) -> bool:
+    return op.in_group(EPILOGUE_PRODUCER) and (act.producers is None or op.name in act.producers)
 
 
 def _fusible(node, requests) -> bool:
@@ -116,7 +122,7 @@ def _groups(graph: Graph, requests) -> list[tuple]:
             # The producer of one of the chain's inputs, if the chain is its only reader and it
             # computes a result of the chain's shape (so the epilogue runs on its accumulator).
             head = next((v.node for m in ms for v in m.all_inputs
-                         if v.node is not None and v.node.op.name in act.producers
+                         if v.node is not None and _produces_epilogues(v.node.op, act)
                          and len(v.node.outputs) == 1 and v.node.op.pure and not v.node.captures
                          and sole_reader(v) is m and v.type == root.outputs[0].type), None)
         if head is not None or len(ms) > 1:
