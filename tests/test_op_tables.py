@@ -42,7 +42,7 @@ def test_cpu_tables_hold_declared_ops_only():
 
     kernels = codegen.load_kernels()
     assert set(kernels) <= known() and ("glow.cpu", "ConvNHWC") in kernels
-    assert set(ewops.OPS) <= known()
+    assert set(ewops.table()) <= known()
     for register in (lambda: ewops.op("NoSuchOp")(print), lambda: codegen.cpu_kernel("NoSuchOp")(print)):
         with pytest.raises(UnsupportedOpError):
             register()

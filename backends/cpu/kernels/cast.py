@@ -8,7 +8,8 @@ from glow import dtypes as dt
 
 from ..irutil import F32, F64, I8, I32, I64
 from . import narrow
-from .ewops import FLOATS, HALF, NUMERIC, SIGNED_INTS, _int_resize, _is_float, compute_type, op
+from .ewops import op
+from .lanes import FLOATS, HALF, NUMERIC, SIGNED_INTS, compute_type, int_resize, is_float
 
 CASTABLE = NUMERIC + (dt.bool_,)
 
@@ -84,19 +85,19 @@ def cast(L, x, src, dst):
     if dst == dt.bfloat16 and src in WIDE:  # computed in float32: rounded to bfloat16 after
         return f32_odd(L, x, src)
     if dst == dt.bool_:
-        if _is_float(src):
+        if is_float(src):
             return b.fcmp_unordered("!=", x, L.of(0.0, ts))
         return b.icmp_unsigned("!=", x, L.of(0, ts))
     if src == dt.bool_:
-        return b.uitofp(x, L.t(td)) if _is_float(dst) else b.zext(x, L.t(td))
-    if _is_float(src) and _is_float(dst):
+        return b.uitofp(x, L.t(td)) if is_float(dst) else b.zext(x, L.t(td))
+    if is_float(src) and is_float(dst):
         if ts == td:
             return x
         wider = {HALF: 1, F32: 2, F64: 3}
         if ts == F64 and td == HALF:
             return b.fptrunc(f32_odd(L, x, src), L.t(HALF))
         return (b.fpext if wider[td] > wider[ts] else b.fptrunc)(x, L.t(td))
-    if _is_float(src):  # float -> int: through a C-style conversion, as NumPy does on x86
+    if is_float(src):  # float -> int: through a C-style conversion, as NumPy does on x86
         if dst == dt.uint64 and ts == HALF:
             return b.fptosi(x, L.t(I64))
         if dst == dt.uint64:  # below 2^63 through int64, as x86 code for a C cast does
@@ -105,9 +106,9 @@ def cast(L, x, src, dst):
         via = I64 if dst == dt.uint32 or td.width == 64 else I32
         v = b.fptosi(x, L.t(via))
         return v if via == td else b.trunc(v, L.t(td))
-    if _is_float(dst):
+    if is_float(dst):
         return (b.sitofp if src in SIGNED_INTS else b.uitofp)(x, L.t(td))
-    return _int_resize(L, x, src, td)
+    return int_resize(L, x, src, td)
 
 
 __all__ = ["cast"]

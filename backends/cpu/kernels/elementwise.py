@@ -6,7 +6,7 @@ through strides (0 along broadcast dims); adjacent dims that step alike are merg
 loops are one or two deep. The innermost loop runs 16 lanes at a time with explicit vectors,
 then a scalar tail; large loops split their outermost dimension across the threads.
 
-The per-op code lives in ewops.py (a table from op name to a value-level emitter).
+The per-op code lives in the table of ewops.py ((domain, op name) -> a value-level emitter).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from glow.ir.instr import Expr
 from ..codegen import cpu_kernel, has_ltype
 from ..irutil import I64, PTR, VEC
 from . import ewops
-from .ewops import Lanes, lanes_loop
+from .lanes import Lanes, dtype_of_value, lanes_loop, storage_dtype
 
 #: Loops with at least this many elements split across the threads.
 PARALLEL_MIN = 1 << 15
@@ -147,7 +147,7 @@ def evaluate(lanes: Lanes, e: Expr, values: list, acc=None, acc_dtype=None):
     """The value of an expression tree at the current position (`acc`: the kernel's own result,
     the leaf arg -1 of an epilogue, whose element type is `acc_dtype`, by default its LLVM type's)."""
     if acc is not None and acc_dtype is None:
-        acc_dtype = ewops.dtype_of_value(acc)
+        acc_dtype = dtype_of_value(acc)
 
     def dtype(a):
         return acc_dtype if a.type is None else a.type.dtype
@@ -231,19 +231,19 @@ def emits(node) -> bool:
     return ewops.supports(node.op, types, node.outputs[0].type.dtype, node.attrs)
 
 
-for _domain, _name in ewops.OPS:
+for _domain, _name in ewops.table():
     cpu_kernel(_name, domain=_domain, supports=emits, epilogue=True)(emit_elementwise_op)
 
 
 def _expand_supported(node) -> bool:
-    return has_ltype(ewops.storage_dtype(node.inputs[0].type.dtype))
+    return has_ltype(storage_dtype(node.inputs[0].type.dtype))
 
 
 @cpu_kernel("Expand", supports=_expand_supported)
 def emit_expand(cg, instr):
     """Broadcast copy (the shape input was used at compile time); bytes move as plain ints."""
     out, src = instr.outputs[0], instr.inputs[0]
-    mover = ewops.storage_dtype(out.type.dtype)
+    mover = storage_dtype(out.type.dtype)
     shape = tuple(out.type.shape)
     emit_strided(cg, "Expand", shape, [broadcast(out, shape, mover), broadcast(src, shape, mover)],
                  lambda lanes, vals: vals[0])

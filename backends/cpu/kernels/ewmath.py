@@ -11,7 +11,9 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..irutil import F32
-from .ewops import FLOATS, HALF, SIGNED_INTS, UNSIGNED_INTS, _icmp, _is_float, _max, compute_type, op
+from .ewarith import maximum
+from .ewops import op
+from .lanes import FLOATS, HALF, SIGNED_INTS, UNSIGNED_INTS, compute_type, icmp, is_float
 
 try:  # CPU-2's vector polynomials (exp, log, tanh, erf, sigmoid on float32)
     from . import vmath
@@ -68,13 +70,13 @@ def _reciprocal(L, args, ins, out, attrs):
 
 @op("Neg", FLOATS + SIGNED_INTS)
 def _neg(L, args, ins, out, attrs):
-    return L.b.fneg(args[0]) if _is_float(out) else L.b.sub(L.of(0, compute_type(out)), args[0])
+    return L.b.fneg(args[0]) if is_float(out) else L.b.sub(L.of(0, compute_type(out)), args[0])
 
 
 @op("Abs")
 def _abs(L, args, ins, out, attrs):
     x = args[0]
-    if _is_float(out):
+    if is_float(out):
         return L.intrinsic("fabs", [x])
     if out in UNSIGNED_INTS:
         return x
@@ -85,7 +87,7 @@ def _abs(L, args, ins, out, attrs):
 @op("Relu", FLOATS + SIGNED_INTS)
 def _relu(L, args, ins, out, attrs):
     t = compute_type(out)
-    return _max(L, args[0], L.of(0.0 if _is_float(out) else 0, t), out)
+    return maximum(L, args[0], L.of(0.0 if is_float(out) else 0, t), out)
 
 
 @op("LeakyRelu", FLOATS)
@@ -98,10 +100,10 @@ def _leaky_relu(L, args, ins, out, attrs):
 @op("Sign")
 def _sign(L, args, ins, out, attrs):
     x, t = args[0], compute_type(out)
-    if _is_float(out):
+    if is_float(out):
         pos, neg = L.b.fcmp_ordered(">", x, L.of(0.0, t)), L.b.fcmp_ordered("<", x, L.of(0.0, t))
         return L.b.select(pos, L.of(1.0, t), L.b.select(neg, L.of(-1.0, t), x))
-    pos, neg = _icmp(L, out, ">", x, L.of(0, t)), _icmp(L, out, "<", x, L.of(0, t))
+    pos, neg = icmp(L, out, ">", x, L.of(0, t)), icmp(L, out, "<", x, L.of(0, t))
     return L.b.select(pos, L.of(1, t), L.b.select(neg, L.of(-1, t), L.of(0, t)))
 
 

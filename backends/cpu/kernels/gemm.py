@@ -129,7 +129,7 @@ class Epilogue:
             v = b.fadd(v, load_vec(kb, kb.ptr(self.bias, col), mask))
         if self.expr is not None:
             from .elementwise import evaluate
-            from .ewops import Lanes
+            from .lanes import Lanes
 
             values = {}
             for arg, (ptr, kind) in self.leaves.items():

@@ -20,7 +20,7 @@ from glow.ops.index import NON_NEGATIVE, WRAPS, recorded_index_error, site_id
 from ..codegen import cpu_kernel
 from ..irutil import I64, PTR
 from .elementwise import Access, call_split, emit_strided, strides_of
-from .ewops import Lanes, lanes_loop, storage_dtype
+from .lanes import Lanes, lanes_loop, storage_dtype
 
 PARALLEL_MIN = 1 << 15
 

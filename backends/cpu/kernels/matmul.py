@@ -115,7 +115,7 @@ def _matmul_generic(node) -> bool:
 def emit_matmul_generic(cg, instr):
     """A plain i-j-k loop nest for element types the micro-kernel does not handle; 16-bit floats
     accumulate in float32 and round once, integers wrap, as the reference does."""
-    from .ewops import Lanes, compute_type
+    from .lanes import Lanes, compute_type
 
     a, b = instr.inputs[:2]
     out = instr.outputs[0]

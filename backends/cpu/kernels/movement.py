@@ -19,7 +19,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..codegen import constant, cpu_kernel, value_input
 from ..irutil import I1, I8, I64, PTR, VOID
 from .elementwise import Access, broadcast, emit_strided, strides_of
-from .ewops import storage_dtype
+from .lanes import storage_dtype
 
 COPY_CHUNK = 1 << 16  # bytes per thread below which a copy stays on one thread
 

@@ -22,7 +22,7 @@ from ..codegen import constant, cpu_kernel, value_input
 from ..irutil import F32, I64, PTR, VEC
 from . import ewops
 from .elementwise import broadcast_strides, call_split, strides_of
-from .ewops import FLOATS, Lanes, compute_type, lanes_loop
+from .lanes import FLOATS, NUMERIC, Lanes, compute_type, lanes_loop
 
 PARALLEL_MIN = 1 << 15  # input elements
 HALVES = (dt.float16, dt.bfloat16)
@@ -55,7 +55,7 @@ def resolve_axes(instr, rank: int):
 def _reduce_supported(node) -> bool:
     d = node.inputs[0].type.dtype
     axes_ok = len(node.inputs) < 2 or value_input(node.inputs[1])
-    ok_types = ewops.NUMERIC + ((dt.bool_,) if node.op.name in ("ReduceMax", "ReduceMin") else ())
+    ok_types = NUMERIC + ((dt.bool_,) if node.op.name in ("ReduceMax", "ReduceMin") else ())
     return axes_ok and d in ok_types
 
 
@@ -76,7 +76,7 @@ class _Acc:
         return L.const(self.acc_d, identity(self.op, self.d))
 
     def combine(self, L, a, b):
-        return ewops.OPS[("", _COMBINE[self.op])][0](L, [a, b], [self.acc_d] * 2, self.acc_d, {})
+        return ewops.emitter(_COMBINE[self.op])(L, [a, b], [self.acc_d] * 2, self.acc_d, {})
 
     def fold(self, L, v, n: int):
         """Lanes of a vector accumulator combined into a scalar."""
