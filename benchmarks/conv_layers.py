@@ -22,9 +22,9 @@ FN = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 4, ctypes.c_int64, ctypes.c_int
 
 
 def geometries(spec: str):
-    from glow.flow import optimize_for_backend
-    from glow.backends.cpu.kernels.convolution import geometry
+    from glow.backends.cpu.kernels.conv import geometry
     from glow.bench import resolve_model
+    from glow.flow import optimize_for_backend
     from glow.onnx_import import load_onnx
     from glow.plugins import registry
 
@@ -43,8 +43,8 @@ def time_layer(g, threads: int = 1, repeats: int = 7) -> float:
     import llvmlite.binding as llvm
     import llvmlite.ir as ir
     from glow.backends.cpu.jit import CompiledModule
-    from glow.backends.cpu.kernels.conv import emit_conv, pack_conv_weights
-    from glow.backends.cpu.kernels.gemm import kernel_factory
+    from glow.backends.cpu.kernels.conv_emit import emit_conv, pack_conv_weights
+    from glow.backends.cpu.kernels.gemm_emit import kernel_factory
 
     mod = ir.Module("layer")
     mod.triple = llvm.get_process_triple()

@@ -193,7 +193,7 @@ def _opencl_section() -> list[str]:
 NOTES = """## Where the time goes
 
 - **Convolutions** (most of every CNN) run NHWC as an implicit GEMM on a register-blocked AVX-512
-  micro-kernel (backends/cpu/kernels/gemm.py, conv.py): weights packed at compile time into
+  micro-kernel (backends/cpu/kernels/gemm_emit.py, conv_emit.py): weights packed at compile time into
   64-column panels, a 6 x 64 tile of accumulators (24 zmm registers) per k step, bias and the
   fused elementwise epilogue (Relu, Clip, the residual Add of ResNet, ...) applied in registers
   before the store. Measured per layer on one core: 215-255 GFLOP/s on ResNet-50's 56x56 to 14x14
@@ -219,7 +219,7 @@ NOTES = """## Where the time goes
   (7x7: 200-225 GFLOP/s) and in tile padding (a 6-row tile over 49 pixels).
 - Zero padding is an explicit Pad (one extra copy of each padded convolution's input); no
   packing of A (the input rows are read in place, 6 streams per tile).
-- Two threads (backends/cpu/kernels/sync.py, pool.py): every kernel call is a phase whose
+- Two threads (backends/cpu/sync.py, pool.py): every kernel call is a phase whose
   chunks (4 per thread; one for a small kernel) any thread claims with an atomic counter; a
   thread waits only for the earlier phases whose memory the next one conflicts with, and only
   for chunks another thread has claimed (spinning, then asleep on a futex). The caller never

@@ -1,4 +1,4 @@
-"""The CPU backend on several threads: which kernel calls wait for which (kernels/sync.py), the
+"""The CPU backend on several threads: which kernel calls wait for which (sync.py), the
 thread pools (pool.py), and whole models that must give the same numbers on one and two threads,
 also when the second thread never gets to run."""
 
@@ -12,8 +12,8 @@ from onnx import numpy_helper
 
 pytest.importorskip("llvmlite")
 
-from glow.backends.cpu.kernels.sync import Phases  # noqa: E402
 from glow.backends.cpu.pool import ThreadChoice, ThreadPool, get_pool  # noqa: E402
+from glow.backends.cpu.sync import Phases  # noqa: E402
 
 
 def arena(start, end, writes=False):
@@ -204,7 +204,7 @@ def test_the_caller_finishes_an_inference_alone_and_a_late_worker_changes_nothin
 def test_a_thread_waiting_for_a_descheduled_one_sleeps_instead_of_spinning():
     import time
 
-    from glow.backends.cpu.kernels.sync import SLOT_BYTES
+    from glow.backends.cpu.sync import SLOT_BYTES
 
     model, feeds = _bench_model("mlp")
     prog = glow.compile(model, "cpu", threads=2).program

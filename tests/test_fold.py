@@ -8,7 +8,7 @@ import pytest
 from glow import dtypes as dt
 from glow.graph import GraphBuilder
 from glow.interpreter import run_graph
-from glow.lowering.fold import FOLD_PATTERNS, fold_patterns
+from glow.passes.fold_patterns import FOLD_PATTERNS, fold_patterns
 
 SHAPE = (2, 3, 5)
 

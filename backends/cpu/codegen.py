@@ -39,7 +39,7 @@ from glow.ir.instr import ACTIVATION, INPUT, OUTPUT, WEIGHT, Instr, IRFunction, 
 from glow.specialize import specializable
 
 from .irutil import I8, I64, PTR, KernelBuilder
-from .kernels.sync import PhaseEmitter
+from .sync import PhaseEmitter
 
 ENTRY = "glow_run"
 CTX_ARENA, CTX_WEIGHTS, CTX_SYNC, CTX_FIRST_INPUT = 0, 1, 2, 3

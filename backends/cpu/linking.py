@@ -40,7 +40,7 @@ _LIBM_BASE = ("sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cos
               "sqrt", "floor", "ceil", "trunc", "round", "roundeven", "rint", "nearbyint", "fmin",
               "fmax", "copysign", "fabs", "lround", "llround", "lrint", "llrint", "sincos")
 LIBM = tuple(n for base in _LIBM_BASE for n in (base, base + "f"))
-LIBC = ("memcpy", "memmove", "memset", "syscall")  # syscall: the futex waits of kernels/sync.py
+LIBC = ("memcpy", "memmove", "memset", "syscall")  # syscall: the futex waits of sync.py
 
 _lock = threading.Lock()
 _bound: dict[str, int] | None = None

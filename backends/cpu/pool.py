@@ -9,7 +9,7 @@ Two ways to run `fn(ctx, tid, n)` on a pool of n threads (the caller is thread 0
     pool.share(..., solo=True)   the caller alone: fn(ctx, 0, 1)
 
 `share` is for the generated entries, whose threads claim chunks of work and wait only for work
-another thread has claimed (kernels/sync.py): the caller can finish an inference alone, so a
+another thread has claimed (sync.py): the caller can finish an inference alone, so a
 worker the OS does not run (a busy machine) costs nothing. A worker that joined may still be on
 its way out of the entry when the caller returns; the next call waits for it before `before()`
 resets the shared state (and before the ctx array changes).

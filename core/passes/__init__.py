@@ -23,7 +23,7 @@ _PASSES = {
     "fold-batchnorm": ("batchnorm", "FOLD_BATCHNORM"),
     "sink-transpose-reshape": ("sinking", "SINK"),
     "cleanup": ("pipeline", "CLEANUP"),
-    "fold-patterns": ("pipeline", "FOLD_PATTERNS"),
+    "fold-patterns": ("fold_patterns", "FOLD_PATTERNS"),
 }
 
 

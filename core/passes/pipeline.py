@@ -16,6 +16,7 @@ from .batchnorm import FOLD_BATCHNORM
 from .cse import CSE
 from .dce import DCE
 from .fold import CONSTANT_FOLD
+from .fold_patterns import FOLD_PATTERNS
 from .fusion import fusion_pass
 from .simplify import SIMPLIFY
 from .sinking import SINK
@@ -25,17 +26,7 @@ from .sinking import SINK
 CLEANUP = FixedPoint("cleanup", (DCE, CONSTANT_FOLD, SIMPLIFY, CSE))
 
 
-def __getattr__(name):  # FOLD_PATTERNS lives with the lowering code; imported lazily (no cycle)
-    if name == "FOLD_PATTERNS":
-        from ..lowering.fold import FOLD_PATTERNS
-
-        return FOLD_PATTERNS
-    raise AttributeError(name)
-
-
 def default_pipeline() -> list:
-    from ..lowering.fold import FOLD_PATTERNS
-
     return [
         DCE,              # drop what no output needs before spending time on it
         CLEANUP,          # constants folded (weights computed by ConstantOfShape become weights)

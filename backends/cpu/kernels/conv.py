@@ -1,244 +1,156 @@
-"""2-D convolution kernels on NHWC tensors.
+"""Conv kernels: ConvNHWC (what layout.py makes of every eligible Conv) and Conv itself.
 
-* General (and grouped) convolution is an implicit GEMM: rows are output pixels, columns output
-  channels, and k runs over (dy, dx, input channel). A row's A data is read straight from the
-  padded input at offsets computed per kernel position, so no im2col buffer exists. Weights are
-  packed at compile time into the GEMM's NR-column panels.
-* Depthwise convolution (one input channel per group) vectorises over channels instead.
-
-Inputs are already padded (the backend emits an explicit Pad), so kernels never test bounds.
+ConvNHWC reads an already padded NHWC input, packs its constant weights at compile time and runs
+the implicit-GEMM (or depthwise) kernel of conv_emit.py with the bias and the instruction's epilogue
+applied in registers. A Conv that reaches code generation in NCHW (the graph was not optimised,
+so layout.py never ran) goes the same way through module-private scratch buffers: its input is
+re-laid out (and padded) to NHWC, convolved, and laid back out to NCHW.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import llvmlite.ir as ir
-import numpy as np
 
-from ..irutil import I32, I64, VEC, vec
-from .gemm import MR, NV, Epilogue, emit_tile, masked_store, pack_b, split_range
+from .. import layout
+from ..codegen import cpu_kernel, weight_data
+from ..irutil import I8, I64, PTR
+from . import epilogue as ep
+from .conv_emit import ConvGeometry, emit_conv, pack_conv_weights
+from .gemm_emit import choose_tile, split_range
 
-
-@dataclass(frozen=True)
-class ConvGeometry:
-    n: int
-    hp: int  # padded input height
-    wp: int  # padded input width
-    cin: int
-    ho: int
-    wo: int
-    cout: int
-    kh: int
-    kw: int
-    sh: int = 1
-    sw: int = 1
-    dh: int = 1
-    dw: int = 1
-    groups: int = 1
-    mr: int = MR  # register tile: mr output pixels x 16 * nv output channels
-    nv: int = NV
-
-    @property
-    def nr(self) -> int:
-        return self.nv * VEC
-
-    @property
-    def cin_g(self) -> int:
-        return self.cin // self.groups
-
-    @property
-    def cout_g(self) -> int:
-        return self.cout // self.groups
-
-    @property
-    def depthwise(self) -> bool:
-        return self.groups == self.cin and self.cout == self.cin and self.groups > 1
-
-    @property
-    def flops(self) -> int:
-        return 2 * self.n * self.ho * self.wo * self.cout * self.cin_g * self.kh * self.kw
+#: Convolutions below this many FLOPs are one chunk (splitting costs more than the work).
+PARALLEL_FLOPS = 1 << 18
 
 
-def tap_offsets(g: ConvGeometry) -> np.ndarray:
-    """int32 [count, offset per (dy, dx)]: a kernel tap's input element offset from its pixel.
-
-    The kernel reads the count from memory, so LLVM cannot unroll the tap loop (kh * kw copies
-    of the micro-kernel would cost seconds of compile time and nothing at run time)."""
-    dy, dx = np.meshgrid(np.arange(g.kh), np.arange(g.kw), indexing="ij")
-    off = ((dy * g.dh * g.wp + dx * g.dw) * g.cin).reshape(-1)
-    if off.size and off.max() >= 2 ** 31:
-        raise ValueError("convolution too large for 32-bit tap offsets")
-    return np.concatenate([[off.size], off]).astype(np.int32)
+def _args(instr):
+    n = len(instr.inputs) if instr.n_args is None else instr.n_args
+    return list(instr.inputs[:n]) + [None] * (3 - n)
 
 
-def pack_conv_weights(w: np.ndarray, g: ConvGeometry) -> np.ndarray:
-    """W[Cout, Cin/groups, kh, kw] -> per group, packed GEMM panels of [kh*kw*Cin_g, Cout_g],
-    followed by the tap offset table (int32 bits, see `tap_offsets`). Depthwise: [kh*kw, C]."""
-    w = np.asarray(w, np.float32)
-    if g.depthwise:  # [C, 1, kh, kw] -> [kh*kw, C]
-        return np.ascontiguousarray(w.reshape(g.cout, g.kh * g.kw).T)
-    parts = []
-    for grp in range(g.groups):
-        wg = w[grp * g.cout_g:(grp + 1) * g.cout_g]  # [Cout_g, Cin_g, kh, kw]
-        kmat = wg.transpose(2, 3, 1, 0).reshape(g.kh * g.kw * g.cin_g, g.cout_g)
-        parts.append(pack_b(kmat, g.nr).reshape(-1))
-    parts.append(tap_offsets(g).view(np.float32))
-    return np.concatenate(parts)
+def _nhwc_ok(node) -> bool:
+    x, w, b = (list(node.inputs) + [None])[:3]
+    a = node.attrs
+    return (layout._static(x, 4) and layout._static(w, 4) and w.is_constant and (b is None or layout._static(b))
+            and not any(a.get("pads") or ()) and a.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")
+            and len(node.outputs) == 1 and layout._static(node.outputs[0], 4))
 
 
-def conv_epilogue(has_bias=False, activation=None, clip=(0.0, 6.0)):
-    """An epilogue builder for `emit_conv` from the old flags (bias pointer, relu/clip)."""
-    return lambda kb, bias, extras: Epilogue(bias if has_bias else None, activation=activation, clip=clip)
+def geometry(x_nhwc_shape, w_shape, out_nhwc_shape, attrs) -> ConvGeometry:
+    n, hp, wp, c = x_nhwc_shape
+    _, ho, wo, m = out_nhwc_shape
+    kh, kw = w_shape[2:]
+    s = attrs.get("strides") or (1, 1)
+    d = attrs.get("dilations") or (1, 1)
+    groups = attrs.get("group", 1) or 1
+    mr, nv = choose_tile(m // groups)
+    return ConvGeometry(n, hp, wp, c, ho, wo, m, kh, kw, s[0], s[1], d[0], d[1], groups, mr, nv)
 
 
-def emit_conv(make_kb, g: ConvGeometry, epilogue=None, extra_args: int = 0, *, has_bias: bool = False,
-              activation: str | None = None, clip=(0.0, 6.0)) -> ir.Function:
-    """`void (float* in_padded, float* packed_w, float* out, float* bias, ptr extra..., i64 tid,
-    i64 nth)`, made by make_kb(arg_types) (`cg.function` or gemm.kernel_factory);
-    `epilogue(kb, bias, extras) -> Epilogue` (default: from the flags)."""
-    epilogue = epilogue or conv_epilogue(has_bias, activation, clip)
-    kb = make_kb([ir.PointerType()] * (4 + extra_args) + [I64, I64])
-    kb.fn.attributes.add("noinline")  # one call each: inlining only slows LLVM down
-    inp, wp, out, bias = kb.args[:4]
-    extras = kb.args[4:4 + extra_args]
-    tid, nth = kb.args[4 + extra_args:]
-    epi = epilogue(kb, bias, extras)
-    if g.depthwise:
-        _emit_depthwise(kb, g, inp, wp, out, tid, nth, epi)
-        return kb.finish()
-    b = kb.b
-    P = g.n * g.ho * g.wo
-    K = g.kh * g.kw * g.cin_g
-    npanels = -(-g.cout_g // g.nr)
-    mr = min(g.mr, P)
-    tiles = -(-P // mr)
-    # Items (group, panel, row tile), split evenly: every thread streams the same weights, which
-    # stay in L2 while its row tiles pass.
-    per_group = npanels * tiles
-    lo, hi = split_range(kb, g.groups * per_group, tid, nth)
-    taps = kb.ptr(wp, g.groups * npanels * K * g.nr)  # the tap offset table follows the panels
-
-    def row_offset(p):
-        n_ = b.udiv(p, kb.i64(g.ho * g.wo))
-        rem = b.urem(p, kb.i64(g.ho * g.wo))
-        oy = b.udiv(rem, kb.i64(g.wo))
-        ox = b.urem(rem, kb.i64(g.wo))
-        y = b.mul(oy, kb.i64(g.sh))
-        x = b.mul(ox, kb.i64(g.sw))
-        pix = b.add(b.mul(b.add(b.mul(n_, kb.i64(g.hp)), y), kb.i64(g.wp)), x)
-        return b.mul(pix, kb.i64(g.cin))
-
-    ntaps = b.sext(b.load(taps, typ=I32, align=4), I64)
-
-    def tile(item):
-        grp = b.sdiv(item, kb.i64(per_group))
-        rem = b.srem(item, kb.i64(per_group))
-        panel = b.sdiv(rem, kb.i64(tiles))
-        t = b.srem(rem, kb.i64(tiles))
-        i0 = b.mul(t, kb.i64(mr))
-        ps = [b.add(i0, kb.i64(r)) for r in range(mr)]
-        rows_valid = None
-        if P % mr:
-            rows_valid = b.sub(kb.i64(P), i0)
-            last = kb.i64(P - 1)
-            ps = [b.select(b.icmp_signed("<", p, last), p, last) for p in ps]
-        a_grp = b.mul(grp, kb.i64(g.cin_g))
-        rows = [b.add(row_offset(p), a_grp) for p in ps]
-        crow = [b.mul(p, kb.i64(g.cout)) for p in ps]
-        col_in_grp = b.mul(panel, kb.i64(g.nr))
-        col0 = b.add(col_in_grp, b.mul(grp, kb.i64(g.cout_g)))
-        b_base = b.add(b.mul(grp, kb.i64(npanels * K * g.nr)), b.mul(panel, kb.i64(K * g.nr)))
-        if g.cout_g % g.nr == 0:
-            n_valid = None
-        elif npanels == 1:
-            n_valid = g.cout_g
-        else:
-            n_valid = b.sub(kb.i64(g.cout_g), col_in_grp)
-
-        def segs(emit):
-            with kb.loop(0, ntaps, name="tap") as tap:
-                a_tap = b.sext(b.load(kb.ptr(taps, b.add(tap, kb.i64(1)), I32), typ=I32, align=4), I64)
-                k_tap = b.mul(tap, kb.i64(g.cin_g))
-                with kb.loop(0, g.cin_g, name="c") as c:
-                    emit(b.add(a_tap, c), b.add(k_tap, c))
-
-        emit_tile(kb, mr, inp, rows, wp, b_base, segs, out, crow, col0, epi, n_valid=n_valid,
-                  rows_valid=rows_valid, k_stride=g.nr, nv=g.nv)
-
-    with kb.loop(lo, hi, name="item") as item:
-        tile(item)
-    return kb.finish()
-
-
-#: Output pixels along a row that a depthwise kernel computes together (independent FMA chains).
-DW_BLOCK = 4
-
-
-def _emit_depthwise(kb, g: ConvGeometry, inp, wp, out, tid, nth, epi: Epilogue):
-    """out[p, c] = sum over taps of in[p + tap, c] * w[tap, c], 16 channels per vector.
-
-    Work items are (image, output row, channel vector). An item loads its kh*kw weight vectors
-    once, then walks the row DW_BLOCK pixels at a time: DW_BLOCK independent accumulators, so the
-    FMAs overlap instead of waiting on one chain (4x the single-pixel loop's throughput)."""
-    b = kb.b
-    C = g.cin
-    nvec = -(-C // VEC)
-    lo, hi = split_range(kb, g.n * g.ho * nvec, tid, nth)
-    chunks = [(c0, min(VEC, C - c0)) for c0 in range(0, C, VEC)]
-    taps = [(dy, dx) for dy in range(g.kh) for dx in range(g.kw)]
-    with kb.loop(lo, hi, name="item") as item:
-        row = b.sdiv(item, kb.i64(nvec))  # n * ho + oy
-        cv = b.srem(item, kb.i64(nvec))
-        c0 = b.mul(cv, kb.i64(VEC))
-        n_ = b.sdiv(row, kb.i64(g.ho))
-        oy = b.srem(row, kb.i64(g.ho))
-        in_row = b.mul(b.add(b.mul(n_, kb.i64(g.hp)), b.mul(oy, kb.i64(g.sh))), kb.i64(g.wp))
-        w = [_load_lanes(kb, wp, b.add(kb.i64(t * C), c0), C, c0, chunks) for t in range(len(taps))]
-
-        def pixels(ox, count):
-            """`count` adjacent output pixels starting at column ox."""
-            accs = [None] * count
-            for t, (dy, dx) in enumerate(taps):
-                for j in range(count):
-                    pix = b.add(in_row, b.add(b.mul(b.add(ox, kb.i64(j)), kb.i64(g.sw)),
-                                              kb.i64(dy * g.dh * g.wp + dx * g.dw)))
-                    x = _load_lanes(kb, inp, b.add(b.mul(pix, kb.i64(C)), c0), C, c0, chunks)
-                    accs[j] = b.fmul(x, w[t]) if accs[j] is None else kb.fma(x, w[t], accs[j])
-            for j in range(count):
-                p = b.add(b.mul(row, kb.i64(g.wo)), b.add(ox, kb.i64(j)))
-                _store_lanes(kb, epi, accs[j], out, b.add(b.mul(p, kb.i64(C)), c0), c0, C)
-
-        full = g.wo // DW_BLOCK * DW_BLOCK
-        if full:
-            with kb.loop(0, full, step=DW_BLOCK, name="ox") as ox:
-                pixels(ox, DW_BLOCK)
-        if g.wo % DW_BLOCK:
-            with kb.loop(full, g.wo, name="oxt") as ox:
-                pixels(ox, 1)
-
-
-def _lane_mask(kb, c0, total):
-    """Lanes c0 + i < total (runtime mask for the last channel chunk)."""
-    b = kb.b
-    idx = ir.Constant(ir.VectorType(I64, VEC), list(range(VEC)))
-    lanes = b.add(kb.splat(c0), idx)
-    return b.icmp_signed("<", lanes, ir.Constant(ir.VectorType(I64, VEC), [total] * VEC))
-
-
-def _load_lanes(kb, base, offset, total, c0, chunks):
-    if total % VEC == 0:
-        return kb.b.load(kb.ptr(base, offset), typ=vec(), align=4)
-    f = kb.intrinsic("llvm.masked.load.v16f32.p0", vec(), [ir.PointerType(), ir.IntType(32),
-                                                            ir.VectorType(ir.IntType(1), VEC), vec()])
-    return kb.b.call(f, [kb.ptr(base, offset), ir.Constant(ir.IntType(32), 4), _lane_mask(kb, c0, total),
-                         ir.Constant(vec(), [0.0] * VEC)])
-
-
-def _store_lanes(kb, epi: Epilogue, val, out, offset, c0, total):
-    mask = None if total % VEC == 0 else _lane_mask(kb, c0, total)
-    val = epi.apply(kb, val, c0, offset, mask)
-    if mask is None:
-        kb.b.store(val, kb.ptr(out, offset), align=4)
+def run_conv(cg, instr, g: ConvGeometry, x_ptr, out_ptr, plan):
+    """Call the conv kernel for geometry g (weights from instr's W, bias from its B)."""
+    _, w, bias = _args(instr)
+    wp = cg.weight(pack_conv_weights(weight_data(w), g))
+    kplan = plan if plan is not None else ep.NONE
+    # Kernels take every tensor as an argument: convolutions of one geometry share a function.
+    operands = [x_ptr_operand(instr), instr.outputs[0], bias, *(o for _, o, _ in kplan.leaves)]
+    key = ("conv", g, bias is not None, kplan.key, ep.alias_key(operands))
+    fn = cg.shared(key, lambda: emit_conv(lambda types: cg.function(instr.op.name, types), g,
+                                          kplan.builder(bias is not None), len(kplan.leaves)))
+    bp = cg.ptr(bias) if bias is not None else ir.Constant(PTR, None)
+    args = [x_ptr, wp, out_ptr, bp, *kplan.args(cg)]
+    if g.flops < PARALLEL_FLOPS:
+        cg.call(fn, args + [cg.entry.i64(0), cg.entry.i64(1)], single=True)
     else:
-        masked_store(kb, val, kb.ptr(out, offset), mask)
+        cg.call(fn, args + [cg.tid, cg.nth])
+
+
+def x_ptr_operand(instr):
+    return _args(instr)[0]
+
+
+@cpu_kernel("ConvNHWC", domain=layout.DOMAIN, supports=_nhwc_ok, epilogue=True)
+def emit_conv_nhwc(cg, instr):
+    x, w, _ = _args(instr)
+    out = instr.outputs[0]
+    g = geometry(x.type.shape, w.type.shape, out.type.shape, instr.attrs)
+    plan = ep.plan(instr, g.n * g.ho * g.wo, g.cout)
+    run_conv(cg, instr, g, cg.ptr(x), cg.ptr(out), plan)
+    if plan is None:
+        ep.fallback(cg, instr)
+
+
+# -- NCHW operands through scratch -----------------------------------------------------------------
+
+def scratch(cg, nbytes: int):
+    """A zero-initialised, 64-byte aligned module global of nbytes (one per call)."""
+    t = ir.ArrayType(I8, max(int(nbytes), 1))
+    name = f"scratch.{len([g for g in cg.module.global_values if g.name.startswith('scratch.')])}"
+    gv = ir.GlobalVariable(cg.module, t, name)
+    gv.initializer = ir.Constant(t, None)
+    gv.linkage = "internal"
+    gv.align = 64
+    return gv
+
+
+def relayout(cg, src, dst, nchw_shape, to_nhwc: bool, pads=(0, 0, 0, 0)):
+    """Copy NCHW -> NHWC (into a buffer padded by pads = (top, left, bottom, right), whose border
+    is left as it is) or NHWC -> NCHW (unpadded). Split over (n, row) across the threads."""
+    n, c, h, w = nchw_shape
+    pt, pl, pb, pr = pads
+    hp, wp = h + pt + pb, w + pl + pr
+    kb = cg.function("relayout", [PTR, PTR, I64, I64])
+    kb.fn.attributes.add("noinline")  # one call each: inlining only slows LLVM down
+    s, d, tid, nth = kb.args
+    b = kb.b
+    lo, hi = split_range(kb, n * h, tid, nth)
+    with kb.loop(lo, hi, name="row") as row:
+        ni = b.sdiv(row, kb.i64(h))
+        y = b.srem(row, kb.i64(h))
+        if to_nhwc:
+            base = b.mul(b.add(b.mul(ni, kb.i64(hp)), b.add(y, kb.i64(pt))), kb.i64(wp))
+            with kb.loop(0, w, name="x") as x:
+                o = b.mul(b.add(base, b.add(x, kb.i64(pl))), kb.i64(c))
+                i = b.add(b.mul(b.mul(ni, kb.i64(c)), kb.i64(h * w)), b.add(b.mul(y, kb.i64(w)), x))
+                with kb.loop(0, c, name="c") as ch:
+                    kb.store(kb.load(s, b.add(i, b.mul(ch, kb.i64(h * w)))), d, b.add(o, ch))
+        else:
+            with kb.loop(0, c, name="c") as ch:
+                o = b.add(b.mul(b.add(b.mul(ni, kb.i64(c)), ch), kb.i64(h * w)), b.mul(y, kb.i64(w)))
+                i = b.add(b.mul(row, kb.i64(w * c)), ch)
+                with kb.loop(0, w, name="x") as x:
+                    kb.store(kb.load(s, b.add(i, b.mul(x, kb.i64(c)))), d, b.add(o, x))
+    kb.finish()
+    cg.call(kb.fn, [src, dst, cg.tid, cg.nth])
+
+
+def _nchw_ok(node) -> bool:
+    return layout.conv_ok(node) and len(node.outputs) == 1 and layout._static(node.outputs[0], 4)
+
+
+@cpu_kernel("Conv", supports=_nchw_ok)
+def emit_conv_nchw(cg, instr):
+    x, w, _ = _args(instr)
+    out = instr.outputs[0]
+    k, s, d, pb, pe = layout.conv_geometry(_Shapes(instr))
+    n, c, h, wd = x.type.shape
+    _, m, ho, wo = out.type.shape
+    pads = (pb[0], pb[1], pe[0], pe[1])
+    groups = instr.attrs.get("group", 1) or 1
+    g = ConvGeometry(n, h + pb[0] + pe[0], wd + pb[1] + pe[1], c, ho, wo, m, k[0], k[1], s[0], s[1], d[0], d[1],
+                     groups, *choose_tile(m // groups))
+    a = scratch(cg, g.n * g.hp * g.wp * g.cin * 4)
+    o = scratch(cg, g.n * g.ho * g.wo * g.cout * 4)
+    relayout(cg, cg.ptr(x), a, (n, c, h, wd), True, pads)
+    run_conv(cg, instr, g, a, o, ep.NONE)
+    relayout(cg, o, cg.ptr(out), (n, m, ho, wo), False)  # the calls of one instruction run in order
+
+
+class _Shapes:
+    """What layout.conv_geometry reads of a node, from an instruction."""
+
+    def __init__(self, instr):
+        self.inputs = _args(instr)
+        self.attrs = instr.attrs
+
+
+__all__ = ["emit_conv_nhwc", "emit_conv_nchw", "scratch", "relayout", "geometry"]

@@ -16,7 +16,7 @@ import numpy as np
 from glow import dtypes as dt
 from glow.ir.instr import Expr
 
-from .gemm import Epilogue, leaf_kind
+from .gemm_emit import Epilogue, leaf_kind
 
 
 @dataclass(frozen=True)

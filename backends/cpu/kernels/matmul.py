@@ -1,4 +1,4 @@
-"""MatMul and Gemm on the register-blocked GEMM (gemm.py).
+"""MatMul and Gemm kernels (registered here) on the register-blocked GEMM emitter of gemm_emit.py.
 
 * A constant B is packed into NR-column panels at compile time (scaled by Gemm's alpha, transposed
   for transB), so the kernel streams it; a runtime B is read in place, row by row.
@@ -19,7 +19,7 @@ from glow.ir.instr import Expr
 from ..codegen import cpu_kernel, has_ltype, ltype, weight_data
 from ..irutil import F32, PTR
 from . import epilogue as ep
-from .gemm import GemmShape, choose_tile, emit_gemm, pack_b
+from .gemm_emit import GemmShape, choose_tile, emit_gemm, pack_b
 
 MAX_PACKED_BYTES = 1 << 31  # constant B beyond this is read in place rather than duplicated
 
@@ -135,7 +135,7 @@ def emit_matmul_generic(cg, instr):
         v = lanes.from_storage(kb.load(ptr, idx, st, d.itemsize), d)
         return bld.fpext(v, wide) if d == dt.float16 else v
 
-    from .gemm import _batch_offsets
+    from .gemm_emit import _batch_offsets
 
     with kb.loop(0, s.batches, name="batch") as bi:
         if s.batch:

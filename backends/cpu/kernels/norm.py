@@ -10,7 +10,7 @@ from glow import dtypes as dt
 
 from ..codegen import cpu_kernel
 from ..irutil import F32, VEC, vec
-from .gemm import load_vec
+from .gemm_emit import load_vec
 from .softmax import call_rows, hreduce, row_kernel, row_vectors, store_vec
 
 

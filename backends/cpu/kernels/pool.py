@@ -16,8 +16,8 @@ import llvmlite.ir as ir
 from .. import layout
 from ..codegen import cpu_kernel
 from ..irutil import F32, I64, PTR, VEC, vec
-from .convolution import relayout, scratch
-from .gemm import load_vec, masked_store, runtime_lane_mask, split_range
+from .conv import relayout, scratch
+from .gemm_emit import load_vec, masked_store, runtime_lane_mask, split_range
 
 PARALLEL_PIXELS = 4096  # output elements below which a pool runs on thread 0 alone
 

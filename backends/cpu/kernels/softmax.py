@@ -15,7 +15,7 @@ from glow import dtypes as dt
 from ..codegen import cpu_kernel
 from ..irutil import I64, PTR, VEC, KernelBuilder, vec
 from . import vmath
-from .gemm import load_vec, masked_store, split_range
+from .gemm_emit import load_vec, masked_store, split_range
 
 PARALLEL_ELEMENTS = 1 << 14
 

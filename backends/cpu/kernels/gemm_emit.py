@@ -1,4 +1,5 @@
-"""Register-blocked GEMM micro-kernels (AVX-512) and a batched GEMM driver.
+"""Register-blocked GEMM micro-kernels (AVX-512) and a batched GEMM driver: emitters only (the
+MatMul and Gemm kernels are registered in matmul.py, convolutions in conv.py).
 
 C[M, N] = A[M, K] @ B[K, N] (+ bias[N]) (+ elementwise epilogue). B is read in panels of
 NR = 16 * NV columns, either packed at compile time (Bp[N/NR][K][NR], zero-padded: each panel one
@@ -8,7 +9,7 @@ in zmm registers; each k step broadcasts MR scalars of A and issues MR * NV FMAs
 of B. With MR = 14 and NV = 2 that is 28 accumulators: all 32 zmm registers busy and enough
 independent FMAs to cover their latency (215-250 GFLOP/s on one Zen 5 core).
 
-The same tile serves convolutions (NHWC implicit GEMM, conv.py): rows are output pixels, and a
+The same tile serves convolutions (NHWC implicit GEMM, conv_emit.py): rows are output pixels, and a
 row's A elements are read from the (padded) input at offsets the caller supplies per kernel tap.
 
 A finished tile goes through its `Epilogue` before the store: + bias[col], then the instruction's

@@ -28,8 +28,8 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..graph import Graph
-from ..passes.base import Pass
-from ..passes.patterns import Rules, is_splat, producer
+from .base import Pass
+from .patterns import Rules, is_splat, producer
 
 RULES = Rules("fold-patterns")
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from ..irutil import I64, PTR, VOID, KernelBuilder
+from .irutil import I64, PTR, VOID, KernelBuilder
 
 SLOT_BYTES = 64  # one cache line per phase
 CLAIM, DONE, SLEEPERS = 0, 1, 2  # i64 index of each counter in a slot
