@@ -42,8 +42,10 @@ def needs_specialization(graph: Graph) -> bool:
 
 
 def specializable_inputs(graph: Graph) -> frozenset[str]:
-    """The graph inputs whose values could be specialised on (see `specializable`)."""
-    return frozenset(v.name for v in graph.inputs if specializable(v.type))
+    """The graph inputs whose values could be specialised on: integer tensors (whether a fed
+    array is small enough is decided per run, see `specializable`)."""
+    return frozenset(v.name for v in graph.inputs
+                     if isinstance(v.type, dt.TensorType) and v.type.dtype in VALUE_TYPES)
 
 
 class _Recording(InferContext):
@@ -118,7 +120,8 @@ def signature(graph: Graph, feeds: dict, values=frozenset()) -> tuple:
     for v in graph.inputs:
         a = feeds[v.name]
         if isinstance(a, np.ndarray):
-            key.append((v.name, a.shape, a.dtype.str, a.tobytes() if v.name in values else None))
+            value = a.tobytes() if v.name in values and a.size <= VALUE_LIMIT else None
+            key.append((v.name, a.shape, a.dtype.str, value))
         else:
             key.append((v.name, type(a).__name__))
     return tuple(key)
