@@ -417,7 +417,9 @@ def test_every_allowed_symbol_is_bound_from_a_library_glow_opened():
 # -- real models: every module links against nothing but what glow binds ---------------------------
 
 def test_models_link_only_to_bound_symbols(monkeypatch):
-    """tiny_cnn and two light models compile with every undefined symbol bound by glow."""
+    """tiny_cnn and two light models compile with every undefined symbol bound by glow, or
+    defined by another of the program's own objects (the entry calls kernels `glow_k_<hash>`,
+    kernels write the entry's `glow_index_errors`)."""
     import glow
     import onnx
     from glow.backends.cpu import linking
@@ -437,5 +439,6 @@ def test_models_link_only_to_bound_symbols(monkeypatch):
                                            if c.name in ("light_squeezenet", "light_shufflenet")]
     for m in models:
         glow.compile(m, "cpu")
-    assert {"memcpy", "memset"} <= set(seen)  # the check really saw the models' objects
-    assert set(seen) <= set(linking.bind()), sorted(set(seen) - set(linking.bind()))
+    assert "memcpy" in seen  # the check really saw the models' objects
+    own = {s for s in seen if s.startswith(linking.EXPORT_PREFIX) or s == "glow_index_errors"}
+    assert set(seen) - own <= set(linking.bind()), sorted(set(seen) - own - set(linking.bind()))

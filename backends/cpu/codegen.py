@@ -425,6 +425,33 @@ def _empty(o) -> bool:
     return isinstance(t, dt.TensorType) and t.is_static and t.numel == 0
 
 
+def slowest_kernels(module, fn: IRFunction, n: int = 10) -> list[dict]:
+    """The `n` kernels of a jit.CompiledModule that took LLVM longest (those compiled, not
+    found in the cache), each with the instructions it serves: op, node name and shapes."""
+    instrs = [i for i in fn.instrs if i.kind not in ("alloc", "dealloc")]
+    out = []
+    for r in sorted((r for r in module.parts if not r.cached and r.part.defines), key=lambda r: -r.llvm_s)[:n]:
+        users = []
+        for src in r.part.sources:
+            index = int(src[1:src.index(".")])
+            if index < len(instrs) and instrs[index].name not in (u["node"] for u in users):
+                i = instrs[index]
+                users.append({"node": i.name, "op": i.opname, "shapes": _shapes(i)})
+        name = r.part.sources[0].split(".", 1)[1] if r.part.sources else r.part.defines
+        out.append({"kernel": name, "llvm_s": round(r.llvm_s, 4), "functions": len(r.part.sources),
+                    "instrs": users[:3]})
+    return out
+
+
+def _shapes(instr: Instr) -> str:
+    def one(o):
+        t = o.type
+        return f"{t.dtype}{list(t.shape)}" if isinstance(t, dt.TensorType) and t.is_static else str(t)
+
+    ins = ", ".join(one(o) for o in instr.inputs if o is not None)
+    return f"({ins}) -> {', '.join(one(o) for o in instr.outputs if o is not None)}"
+
+
 def generate(fn: IRFunction, plan) -> tuple[str, np.ndarray, int]:
     """IR text of the module for `fn`, its weights blob and the bytes of sync state it needs."""
     cg = Codegen(fn, plan)

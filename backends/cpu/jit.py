@@ -1,9 +1,12 @@
 """LLVM JIT for the CPU backend: host target machine, O3 pipeline, on-disk object cache.
 
-The cache key is the module's IR text, the host CPU name and features, and the llvmlite version,
-so a second compile of the same model skips LLVM's optimiser and code generator entirely. Every
-object file, fresh or cached, is checked before it is loaded to call nothing outside itself but
-the functions glow binds by address (linking.py).
+A program's module is compiled as one object per distinct kernel plus one for the entry
+(linking.split_module), on a thread pool, and the objects are loaded into one engine. Each
+object is cached on disk keyed by its own IR text, the host CPU name and features, the llvmlite
+version and PIPELINE: identical kernels compile once, a new input shape recompiles only the
+kernels whose shapes changed, and models share the kernels they have in common. Every object
+file, fresh or cached, is checked before it is loaded to call nothing outside itself but the
+functions glow binds by address and the kernels its sibling objects define (linking.py).
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ import hashlib
 import os
 import re
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import llvmlite
 import llvmlite.binding as llvm
@@ -83,36 +89,113 @@ def _module_name(ir_text: str) -> str:
     return f'module "{m.group(1)}"' if m else "a module"
 
 
+#: Bump when the pipeline below changes what an object holds: part of every cache key.
+PIPELINE = "split-O3-1"
+
+
+def compile_threads() -> int:
+    """Threads that compile kernels at once: $GLOW_COMPILE_THREADS, else the CPUs this process
+    may use (LLVM runs outside the GIL: llvmlite calls it through ctypes)."""
+    env = os.environ.get("GLOW_COMPILE_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return max(1, min(len(os.sched_getaffinity(0)), 16))
+
+
+@dataclass
+class PartResult:
+    """One object of a module: its text's part, object bytes, seconds spent and whether cached."""
+
+    part: linking.Part
+    obj: bytes
+    cached: bool
+    parse_s: float = 0.0
+    opt_s: float = 0.0
+    emit_s: float = 0.0
+
+    @property
+    def llvm_s(self) -> float:
+        return self.parse_s + self.opt_s + self.emit_s
+
+
+def compile_object(text: str) -> tuple[bytes, float, float, float]:
+    """Object code of one module's IR text, on a context of its own (safe on any thread):
+    (object, parse seconds, optimise seconds, emit seconds)."""
+    tm = target_machine()
+    t0 = time.perf_counter()
+    mod = llvm.parse_assembly(text, llvm.create_context())
+    mod.verify()
+    t1 = time.perf_counter()
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+    pb.getModulePassManager().run(mod, pb)
+    t2 = time.perf_counter()
+    obj = tm.emit_object(mod)
+    return obj, t1 - t0, t2 - t1, time.perf_counter() - t2
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256("\0".join([text, host_description(), llvmlite.__version__, PIPELINE]).encode()).hexdigest()
+
+
 class CompiledModule:
-    """A JIT-compiled module; keeps its execution engine alive and hands out function addresses."""
+    """A JIT-compiled module; keeps its execution engine alive and hands out function addresses.
+
+    The module is cut into one object per distinct kernel and one for the entry
+    (`linking.split_module`); each is looked up in the on-disk cache by its own text, the
+    missing ones compiled on a thread pool, and all are loaded into one engine, where the entry
+    calls the kernels by name. `parts` lists them (PartResult); `stats()` sums their times."""
 
     def __init__(self, ir_text: str, *, use_cache: bool = True, what: str | None = None,
                  with_helpers: bool = True):
+        t0 = time.perf_counter()
         tm = target_machine()
-        self.key = hashlib.sha256("\0".join([ir_text, host_description(), llvmlite.__version__])
-                                  .encode()).hexdigest()
-        obj = self._load_cached() if use_cache else None
-        self.cached = obj is not None
-        if obj is None:
-            mod = llvm.parse_assembly(ir_text)
-            mod.verify()
-            pto = llvm.create_pipeline_tuning_options(speed_level=3)
-            pb = llvm.create_pass_builder(tm, pto)
-            pb.getModulePassManager().run(mod, pb)
-            obj = tm.emit_object(mod)
-        # One path for fresh and cached code: the object file is checked to call nothing but
-        # what glow binds by address (linking.py), then loaded; so code never links to whatever
-        # else the process happens to have loaded.
-        undefined = linking.undefined_symbols(obj)
-        if with_helpers and any(n in halfrt.NAMES for n in undefined):
+        try:  # GLOW_CPU_SPLIT=0: one object for the whole module, as before (for comparisons)
+            parts = (linking.split_module(ir_text) if os.environ.get("GLOW_CPU_SPLIT", "1") != "0"
+                     else [linking.Part(ir_text)])
+        except ValueError:  # text this splitter does not know: one object, as it is
+            parts = [linking.Part(ir_text)]
+        self.split_s = time.perf_counter() - t0
+        self.parts = self._objects(parts, use_cache)
+        self.cached = all(r.cached for r in self.parts)
+        t1 = time.perf_counter()
+        # One path for fresh and cached code: every object file is checked to call nothing but
+        # what glow binds by address and the kernels its sibling objects define (linking.py),
+        # then loaded; so code never links to whatever else the process happens to have loaded.
+        objs = [r.obj for r in self.parts]
+        undefined = [linking.undefined_symbols(o) for o in objs]
+        if with_helpers and any(n in halfrt.NAMES for u in undefined for n in u):
             helpers()
-        linking.check(undefined, what or _module_name(ir_text))
-        if use_cache and not self.cached:
-            self._store(obj)
+        linking.check_objects(undefined, [linking.defined_symbols(o) for o in objs], what or _module_name(ir_text))
+        if use_cache:
+            for r in self.parts:
+                if not r.cached:
+                    _store(_key(r.part.text), r.obj)
         empty = llvm.parse_assembly(f'target triple = "{llvm.get_process_triple()}"')
         self.engine = llvm.create_mcjit_compiler(empty, tm)
-        self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        for o in objs:
+            self.engine.add_object_file(llvm.ObjectFileRef.from_data(o))
         self.engine.finalize_object()
+        self.load_s = time.perf_counter() - t1
+
+    @staticmethod
+    def _objects(parts: list[linking.Part], use_cache: bool) -> list[PartResult]:
+        results: list[PartResult | None] = []
+        missing = []
+        for p in parts:
+            obj = _load_cached(_key(p.text)) if use_cache else None
+            results.append(None if obj is None else PartResult(p, obj, True))
+            if obj is None:
+                missing.append(len(results) - 1)
+
+        threads = min(compile_threads(), len(missing))
+        if threads > 1:
+            with ThreadPoolExecutor(threads, thread_name_prefix="glow-llvm") as pool:
+                done = list(pool.map(lambda k: _fresh(parts[k]), missing))
+        else:
+            done = [_fresh(parts[k]) for k in missing]
+        for k, r in zip(missing, done):
+            results[k] = r
+        return results
 
     def address(self, name: str) -> int:
         addr = self.engine.get_function_address(name)
@@ -120,29 +203,46 @@ class CompiledModule:
             raise KeyError(f"function {name} not found in the compiled module")
         return addr
 
-    def _path(self) -> str | None:
-        d = cache_dir()
-        return None if d is None else os.path.join(d, "cpu", self.key[:2], self.key + ".o")
+    def stats(self) -> dict:
+        """Seconds by phase (LLVM's summed over the objects compiled, on however many threads),
+        and how many objects were compiled or found in the cache."""
+        fresh = [r for r in self.parts if not r.cached]
+        return {"llvm_parse_s": sum(r.parse_s for r in fresh), "llvm_opt_s": sum(r.opt_s for r in fresh),
+                "llvm_emit_s": sum(r.emit_s for r in fresh), "load_s": self.load_s,
+                "objects": len(self.parts), "objects_compiled": len(fresh),
+                "objects_cached": len(self.parts) - len(fresh)}
 
-    def _load_cached(self) -> bytes | None:
-        p = self._path()
-        if p is None or not os.path.exists(p):
-            return None
-        try:
-            with open(p, "rb") as f:
-                return f.read()
-        except OSError:
-            return None
 
-    def _store(self, obj: bytes):
-        p = self._path()
-        if p is None:
-            return
-        try:
-            os.makedirs(os.path.dirname(p), exist_ok=True)
-            tmp = f"{p}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(obj)
-            os.replace(tmp, p)
-        except OSError:
-            pass  # a read-only cache is not an error: compile next time too
+def _fresh(part: linking.Part) -> PartResult:
+    obj, parse_s, opt_s, emit_s = compile_object(part.text)
+    return PartResult(part, obj, False, parse_s, opt_s, emit_s)
+
+
+def _path(key: str) -> str | None:
+    d = cache_dir()
+    return None if d is None else os.path.join(d, "cpu", key[:2], key + ".o")
+
+
+def _load_cached(key: str) -> bytes | None:
+    p = _path(key)
+    if p is None or not os.path.exists(p):
+        return None
+    try:
+        with open(p, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _store(key: str, obj: bytes):
+    p = _path(key)
+    if p is None:
+        return
+    try:
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        tmp = f"{p}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(obj)
+        os.replace(tmp, p)
+    except OSError:
+        pass  # a read-only cache is not an error: compile next time too

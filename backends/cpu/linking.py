@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import hashlib
+import re
 import struct
 import threading
+from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
 from glow import errors
@@ -76,6 +79,7 @@ def bind() -> dict[str, int]:
 
 _SHT_SYMTAB, _SHT_RELA, _SHT_REL = 2, 4, 9
 _STT_FUNC = 2
+_STB_GLOBAL, _STB_WEAK = 1, 2
 
 
 def _cstr(blob: bytes, at: int) -> str:
@@ -90,11 +94,10 @@ def _sections(obj: bytes):
     return [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + k * shentsize) for k in range(shnum)]
 
 
-def undefined_symbols(obj: bytes) -> dict[str, set[str]]:
-    """Every symbol an ELF64 relocatable object needs from outside -> the names of the functions
-    in it that refer to the symbol (found through the relocations; '?' where none is known)."""
+def _symbols(obj: bytes):
+    """(section table, {symbol table section index: [(name, shndx, value, size, type, binding)]})."""
     secs = _sections(obj)
-    symtabs = {}  # section index -> [(name, shndx, value, size, type)]
+    symtabs = {}
     for k, (_, typ, _, _, off, size, link, _, _, entsize) in enumerate(secs):
         if typ != _SHT_SYMTAB:
             continue
@@ -102,15 +105,29 @@ def undefined_symbols(obj: bytes) -> dict[str, set[str]]:
         rows = []
         for at in range(off, off + size, entsize):
             name, info, _, shndx, value, sz = struct.unpack_from("<IBBHQQ", obj, at)
-            rows.append((_cstr(strtab, name), shndx, value, sz, info & 0xF))
+            rows.append((_cstr(strtab, name), shndx, value, sz, info & 0xF, info >> 4))
         symtabs[k] = rows
+    return secs, symtabs
+
+
+def defined_symbols(obj: bytes) -> set[str]:
+    """The global symbols an ELF64 relocatable object defines (what other objects may use)."""
+    _, symtabs = _symbols(obj)
+    return {name for rows in symtabs.values() for name, shndx, _, _, _, bind in rows
+            if shndx != 0 and bind in (_STB_GLOBAL, _STB_WEAK) and name}
+
+
+def undefined_symbols(obj: bytes) -> dict[str, set[str]]:
+    """Every symbol an ELF64 relocatable object needs from outside -> the names of the functions
+    in it that refer to the symbol (found through the relocations; '?' where none is known)."""
+    secs, symtabs = _symbols(obj)
     undefined = {name: set() for rows in symtabs.values()
                  for name, shndx, *_ in rows if shndx == 0 and name}
     for _, typ, _, _, off, size, link, target, _, entsize in secs:
         if typ not in (_SHT_RELA, _SHT_REL) or link not in symtabs:
             continue
         rows = symtabs[link]
-        funcs = [(v, v + sz, n) for n, shndx, v, sz, t in rows if shndx == target and t == _STT_FUNC]
+        funcs = [(v, v + sz, n) for n, shndx, v, sz, t, _ in rows if shndx == target and t == _STT_FUNC]
         for at in range(off, off + size, entsize):
             r_offset, r_info = struct.unpack_from("<QQ", obj, at)
             name = rows[r_info >> 32][0]
@@ -139,4 +156,180 @@ def check(undefined: dict[str, set[str]], what: str = "module") -> None:
                         f"(it would link to whatever the process has loaded): {detail}")
 
 
-__all__ = ["LIBC", "LIBM", "bind", "check", "provide", "undefined_symbols"]
+
+
+def check_objects(undefined: list[dict[str, set[str]]], defined: list[set[str]], what: str = "module") -> None:
+    """`check` for the objects of one program, loaded into one engine: an object may also use
+    what its sibling objects define (the entry calls the kernels; kernels use the entry's
+    globals), and nothing else."""
+    for k, u in enumerate(undefined):
+        siblings = set().union(*(d for j, d in enumerate(defined) if j != k))
+        check({s: users for s, users in u.items() if s not in siblings}, what)
+
+
+# -- one module into objects that link to each other --------------------------------------------
+
+#: The name prefix codegen gives kernel functions (`k<instruction>.<op>`): each becomes an object.
+KERNEL_NAME = re.compile(r'@"?k\d+\.')
+_NAME = r'@("(?:[^"\\]|\\[0-9A-Fa-f]{2})*"|[-a-zA-Z$._][-a-zA-Z$._0-9]*)'
+_REF = re.compile(_NAME)
+_META = re.compile(r"!(\d+)\b")
+_GLOBAL = re.compile(_NAME + r" = (?:(internal|private|external|common|weak) )?(?:unnamed_addr )?"
+                     r"(global|constant) ")
+EXPORT_PREFIX = "glow_k_"
+
+
+@dataclass
+class Entity:
+    """One top-level definition of a module's text: kind 'define', 'declare', 'global' or 'meta'."""
+
+    kind: str
+    name: str
+    text: str
+    internal: bool = False
+    constant: bool = False
+
+    def refs(self) -> list[str]:
+        own = self.name
+        return [n for n in dict.fromkeys(_REF.findall(self.text)) if n != own]
+
+
+@dataclass
+class Part:
+    """One object's module: `defines` is the kernel symbol it exports ('' for the entry's),
+    `sources` the functions of the whole module it stands for (`k<n>.<op>`: kernel of
+    instruction n; identical kernels share a part)."""
+
+    text: str
+    defines: str = ""
+    sources: list[str] = field(default_factory=list)
+
+
+def parse_module(text: str) -> tuple[list[str], dict[str, Entity]]:
+    """The header lines (target triple, data layout) and the top-level entities of llvmlite's
+    printed IR, by name (metadata as '!N'); ValueError on anything it does not know."""
+    header, entities = [], {}
+    lines = text.split("\n")
+    k = 0
+    while k < len(lines):
+        line = lines[k]
+        if not line.strip() or line.startswith(";"):
+            k += 1
+        elif line.startswith(("target ", "source_filename")):
+            header.append(line)
+            k += 1
+        elif line.startswith("define "):
+            end = lines.index("}", k)
+            name = _REF.search(line).group(1)
+            entities[name] = Entity("define", name, "\n".join(lines[k:end + 1]),
+                                    internal=" internal " in line.split("@", 1)[0] + " ")
+            k = end + 1
+        elif line.startswith("declare "):
+            name = _REF.search(line).group(1)
+            entities[name] = Entity("declare", name, line)
+            k += 1
+        elif line.startswith("@"):
+            m = _GLOBAL.match(line)
+            if m is None:
+                raise ValueError(f"unknown global: {line[:80]}")
+            entities[m.group(1)] = Entity("global", m.group(1), line, internal=m.group(2) in ("internal", "private"),
+                                          constant=m.group(3) == "constant")
+            k += 1
+        elif _META.match(line):
+            name = "!" + _META.match(line).group(1)
+            entities[name] = Entity("meta", name, line)
+            k += 1
+        else:
+            raise ValueError(f"unknown line: {line[:80]}")
+    return header, entities
+
+
+def _global_type(line: str) -> str:
+    """The value type of a global's definition line (a balanced `[..]`, `<..>`, `{..}` or a word)."""
+    rest = line[_GLOBAL.match(line).end():]
+    depth = 0
+    for i, ch in enumerate(rest):
+        if ch in "[<{":
+            depth += 1
+        elif ch in "]>}":
+            depth -= 1
+        elif ch == " " and depth == 0:
+            return rest[:i]
+    return rest
+
+
+def _declaration(e: Entity, name: str) -> str:
+    """`declare` for a defined function (its first line, without linkage or body)."""
+    first = e.text.split("\n", 1)[0].replace("define internal ", "define ", 1)
+    return "declare " + first[len("define "):].replace(e.name, name, 1)
+
+
+def _rename(text: str, names: dict[str, str]) -> str:
+    if not names:
+        return text
+    return _REF.sub(lambda m: "@" + names.get(m.group(1), m.group(1)), text)
+
+
+def _renumber_meta(text: str, order: dict[str, str]) -> str:
+    return _META.sub(lambda m: order.get("!" + m.group(1), m.group(0)), text)
+
+
+def split_module(text: str) -> list[Part]:
+    """Cut a whole-program module into one module per kernel and one for the entry (first).
+
+    A kernel (a function named `k<n>.<op>`) gets a module of its own with every internal helper
+    and constant it uses copied in, each renamed in order of use, and metadata renumbered: so the
+    text, and the exported name `glow_k_<hash of the text>`, depend only on the kernel's code.
+    Identical kernels become one part. Writable globals are defined in the entry's module and
+    declared where kernels use them. The entry module declares the kernels it calls."""
+    header, ents = parse_module(text)
+    kernels = [n for n, e in ents.items() if e.kind == "define" and e.internal and KERNEL_NAME.match("@" + n)]
+    is_kernel = set(kernels)
+    exported: dict[str, str] = {}
+    parts: dict[str, Part] = {}
+
+    def module(roots: list[str], names: dict[str, str], entry: bool) -> str:
+        """Text of a module defining `roots` and what they use (renamed by `names`): the entry's,
+        or a kernel's, where internal helpers and constants are copied in as "f.<n>"."""
+        body, seen, meta, todo = [], set(roots), {}, list(roots)
+        while todo:
+            n = todo.pop(0)
+            e = ents[n]
+            if e.kind == "global" and not e.constant:  # writable: defined by the entry, exported
+                body.append(_GLOBAL.sub(lambda m: f"@{m.group(1)} = {m.group(3)} ", e.text, 1) if entry
+                            else f"@{n} = external global {_global_type(e.text)}")
+            elif entry and n in is_kernel:
+                body.append(_declaration(e, exported[n]))
+            else:
+                body.append(e.text.replace("define internal ", "define ", 1) if n in roots and not entry
+                            else e.text)
+                for r in e.refs():
+                    if r in ents and r not in seen:
+                        seen.add(r)
+                        todo.append(r)
+                        if not entry and ents[r].internal:
+                            names.setdefault(r, f'"f.{len(names)}"')
+                meta.update(dict.fromkeys("!" + m for m in _META.findall(e.text)))
+        # metadata: the nodes used and those they use, renumbered from 0 in order of use
+        order, todo = {}, list(meta)
+        while todo:
+            m = todo.pop(0)
+            if m not in order and m in ents:
+                order[m] = f"!{len(order)}"
+                todo += ["!" + x for x in _META.findall(ents[m].text)]
+        out = "\n".join([*header, "", *(_rename(t, names) for t in body), *(ents[m].text for m in order), ""])
+        return out if entry else _renumber_meta(out, order)
+
+    for n in kernels:
+        canon = module([n], {n: '"glow.kernel"'}, entry=False)
+        name = EXPORT_PREFIX + hashlib.sha256(canon.encode()).hexdigest()[:24]
+        exported[n] = name
+        part = parts.setdefault(name, Part(canon.replace('@"glow.kernel"', f"@{name}"), name))
+        part.sources.append(n.strip('"'))
+    roots = [n for n, e in ents.items() if e.kind == "define" and not e.internal]
+    roots += [n for n, e in ents.items() if e.kind == "global" and not e.constant and n not in roots]
+    entry = module(roots, {n: exported[n] for n in kernels}, entry=True)
+    return [Part(entry), *parts.values()]
+
+
+__all__ = ["LIBC", "LIBM", "Part", "bind", "check", "provide", "split_module", "undefined_symbols"]

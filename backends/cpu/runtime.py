@@ -51,13 +51,18 @@ class NativeProgram:
         t0 = time.perf_counter()
         self.fn = fn = build_ir(graph)
         self.plan = plan = plan_memory(fn)
-        self.module_text, self.weights, sync_bytes = codegen.generate(fn, plan)
         t1 = time.perf_counter()
+        self.module_text, self.weights, sync_bytes = codegen.generate(fn, plan)
+        t2 = time.perf_counter()
         self.module = jit.CompiledModule(self.module_text)
         self.entry = ENTRY_TYPE(self.module.address(codegen.ENTRY))
-        self.stats = {"codegen_s": t1 - t0, "llvm_s": time.perf_counter() - t1,
-                      "cached": self.module.cached, "arena_bytes": plan.arena_bytes,
-                      "weights_bytes": int(self.weights.nbytes)}
+        t3 = time.perf_counter()
+        # compile seconds by phase: IR (build_ir, memory plan), codegen (LLVM IR text), LLVM
+        # (wall; llvm_*_s are summed over the objects compiled, on several threads), load
+        self.stats = {"ir_s": t1 - t0, "codegen_s": t2 - t1, "llvm_s": t3 - t2 - self.module.load_s,
+                      **self.module.stats(), "cached": self.module.cached,
+                      "slowest_kernels": codegen.slowest_kernels(self.module, fn),
+                      "arena_bytes": plan.arena_bytes, "weights_bytes": int(self.weights.nbytes)}
         self.arena = aligned_zeros(plan.arena_bytes)
         self.sync = aligned_zeros(sync_bytes)
         self.inputs = [(b.name, b.type.dtype.np, tuple(b.type.shape)) for b in fn.inputs]
