@@ -80,7 +80,7 @@ def _path(spec):
 
 
 def _feeds(exe):
-    from glow.cli import make_inputs
+    from glow.inputs import make_inputs
 
     return make_inputs(exe.graph, seed=0)
 
@@ -156,7 +156,8 @@ def markdown(data: dict) -> str:
     lines += ["## How this was measured", "",
               f"- `python benchmarks/run_all.py` ({env.get('rounds', '?')} interleaved rounds per model and "
               "thread count, after 3 warm-up runs each, every timed run preceded by at least 50 ms of "
-              "untimed runs of the same runtime; `glow bench MODEL --backend cpu --threads N` "
+              "untimed runs of the same runtime and fed fresh input values, the same for both runtimes "
+              "in a round; `glow bench MODEL --backend cpu --threads N` "
               "measures one model the same way).",
               f"- Machine: {env.get('cpu', '?')}, {env.get('cores', '?')} cores; Python "
               f"{env.get('python', '?')}, onnxruntime {env.get('onnxruntime', '?')}, llvmlite "

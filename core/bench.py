@@ -5,6 +5,11 @@ run of each, alternating which goes first, and the report gives medians with min
 ratio of medians (glow / peer; below 1 is faster than the peer). Before each timed run the same
 runtime runs untimed for at least SETTLE_S, so neither is timed while the other's idle threads
 still hold a core (onnxruntime's spin after each run).
+
+Every timed run gets fresh input values (`make_inputs` with a new seed per round, drawn before the
+timer starts; glow and the peer get the same ones in a round), never the values of an earlier
+run: a repeated input could hit a cached specialisation or result and time nothing. The outputs
+of every timed run are compared with the peer's (`max_abs_diff`).
 """
 
 from __future__ import annotations
@@ -85,7 +90,7 @@ def _onnxruntime_session(model, threads: int):
 def bench(spec: str, backend: str | None = None, threads: int = 1, rounds: int = 20,
           warmup: int = 3, vs: str | None = "onnxruntime", native: str | None = None) -> BenchResult:
     from . import api
-    from .cli import make_inputs
+    from .inputs import make_inputs
     from .onnx_import import load_onnx
 
     model, name = resolve_model(spec)
@@ -98,34 +103,40 @@ def bench(spec: str, backend: str | None = None, threads: int = 1, rounds: int =
     peer = _onnxruntime_session(model, threads) if vs == "onnxruntime" else None
     if vs not in (None, "onnxruntime"):
         raise GlowError(f"unknown peer '{vs}' (only 'onnxruntime')")
-    out = exe.run(feeds)
-    diff = None
-    if peer is not None:
-        ref = peer.run(None, feeds)
-        diff = max(float(np.max(np.abs(np.asarray(out[o.name], np.float64) - r))) if np.size(r) else 0.0
-                   for o, r in zip(graph.outputs, ref))
-    for _ in range(warmup):
+    out = exe.run(feeds)  # untimed: a first run may compile (specialising executables)
+    diff = None if peer is None else _max_diff(graph, out, peer.run(None, feeds))
+    for _ in range(warmup):  # warm-up and settling runs use the seed-0 inputs; timed runs never do
         exe.run(feeds)
         if peer is not None:
             peer.run(None, feeds)
-    runners = [lambda: exe.run(feeds)] + ([lambda: peer.run(None, feeds)] if peer is not None else [])
+    runners = [lambda f: exe.run(f)] + ([lambda f: peer.run(None, f)] if peer is not None else [])
     times: list[list[float]] = [[] for _ in runners]
     from .progress import bar
 
     rounds_bar = bar(rounds, f"bench {name}", unit="round")  # drawn only on a terminal
     for i in range(rounds):
         rounds_bar.update(1)
+        fresh = make_inputs(graph, seed=1 + i)  # this round's values, drawn before any timer starts
+        outs = [None] * len(runners)
         order = range(len(runners)) if i % 2 == 0 else reversed(range(len(runners)))
         for who in order:
             if len(runners) > 1:
-                _settle(runners[who])
+                _settle(runners[who], feeds)
             t = time.perf_counter()
-            runners[who]()
+            outs[who] = runners[who](fresh)
             times[who].append(time.perf_counter() - t)
+        if peer is not None:
+            diff = max(diff, _max_diff(graph, *outs))
     rounds_bar.close()
     g_times, p_times = times[0], times[1] if peer is not None else []
     return BenchResult(name, be_name, threads, rounds, compile_s, Timing.of(g_times),
                        Timing.of(p_times) if p_times else None, vs if peer is not None else None, diff)
+
+
+def _max_diff(graph, out: dict, ref: list) -> float:
+    """The largest |glow - peer| over every output (glow's by name, the peer's in graph order)."""
+    return max((float(np.max(np.abs(np.asarray(out[o.name], np.float64) - r))) if np.size(r) else 0.0
+                for o, r in zip(graph.outputs, ref)), default=0.0)
 
 
 #: Untimed runs after switching runtimes last at least this long: onnxruntime's idle workers spin
@@ -135,11 +146,11 @@ def bench(spec: str, backend: str | None = None, threads: int = 1, rounds: int =
 SETTLE_S = 0.05
 
 
-def _settle(run) -> None:
+def _settle(run, feeds) -> None:
     t0 = time.perf_counter()
-    run()
+    run(feeds)
     while time.perf_counter() - t0 < SETTLE_S:
-        run()
+        run(feeds)
 
 
 def format_result(r: BenchResult) -> str:

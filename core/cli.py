@@ -274,6 +274,7 @@ def cmd_bench(args) -> int:
 # -- run -------------------------------------------------------------------------------------------
 def cmd_run(args) -> int:
     from . import api
+    from .inputs import make_inputs
     from .onnx_import import load_onnx
     from .plugins import registry
     from .progress import Phases
@@ -408,34 +409,6 @@ def input_shapes(graph, shapes: dict | None = None, warn=None) -> dict[str, tupl
                  f"(pass --shape {v.name}={shown} with the sizes you want)")
         out[v.name] = tuple(d if isinstance(d, int) else 1 for d in graph_shape)
     return out
-
-
-def make_inputs(graph, seed: int = 0, shapes: dict | None = None) -> dict:
-    """Deterministic inputs for every graph input; `shapes` ({name: dims}, from `input_shapes`)
-    gives their shapes, else symbolic dims become 1 (silently: `glow run` warns through
-    `input_shapes`)."""
-    from . import dtypes as dt
-    from .limits import check_alloc
-
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for v in graph.inputs:
-        t = v.type
-        if not isinstance(t, dt.TensorType):
-            raise InputError(f"input '{v.name}' is a {t}; pass it with --inputs")
-        shape = (shapes or {}).get(v.name) or tuple(d if isinstance(d, int) else 1 for d in (t.shape or ()))
-        # Refused before NumPy allocates: a 64-bit draw plus the cast result per element.
-        check_alloc(f"input '{v.name}'", "a generated input", shape, 8 + t.dtype.itemsize)
-        if t.dtype.is_float:
-            arr = rng.standard_normal(shape).astype(t.dtype.np)
-        elif t.dtype == dt.bool_:
-            arr = rng.integers(0, 2, shape).astype(bool)
-        elif t.dtype.is_int:
-            arr = rng.integers(0, 10, shape).astype(t.dtype.np)
-        else:
-            raise InputError(f"input '{v.name}' has type {t}; pass it with --inputs")
-        feeds[v.name] = arr
-    return feeds
 
 
 def _load_inputs(path: str, graph) -> dict:

@@ -20,7 +20,7 @@ CHILD = r"""
 import json, sys, time
 import glow
 from glow.bench import resolve_model
-from glow.cli import make_inputs
+from glow.inputs import make_inputs
 model, _ = resolve_model(sys.argv[1])
 graph = glow.load_onnx(model)
 feeds = make_inputs(graph, seed=0)

@@ -162,7 +162,7 @@ def model_cases():
 
 
 def _bench_model(name):
-    from glow.cli import make_inputs
+    from glow.inputs import make_inputs
     from glow.onnx_import import load_onnx
     from glow.testing import bench_models
 

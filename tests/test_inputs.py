@@ -1,0 +1,54 @@
+"""Generated inputs (glow.inputs.make_inputs) and how `glow bench` feeds them: a fresh draw for every
+timed run, so a benchmark never times a repeated input (which may hit a cached specialisation)."""
+
+import numpy as np
+from glow import dtypes as dt
+from glow.graph import GraphBuilder
+from glow.inputs import make_inputs
+
+
+def _graph():
+    b = GraphBuilder()
+    x = b.input("x", dt.tensor(("batch", 3), "float32"))
+    ids = b.input("ids", dt.tensor((2, 4), "int64"))
+    y = b.add1("Relu", [x], output_names=["y"])
+    z = b.add1("Identity", [ids], output_names=["z"])
+    return b.build([y, z])
+
+
+def test_make_inputs_is_deterministic_per_seed_and_takes_shapes():
+    g = _graph()
+    a, b, c = make_inputs(g, seed=0), make_inputs(g, seed=0), make_inputs(g, seed=1)
+    assert a["x"].shape == (1, 3) and a["x"].dtype == np.float32  # a symbolic dim becomes 1
+    assert a["ids"].dtype == np.int64 and a["ids"].min() >= 0 and a["ids"].max() < 10
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not np.array_equal(a["x"], c["x"])
+    assert make_inputs(g, seed=0, shapes={"x": (5, 3)})["x"].shape == (5, 3)
+
+
+def test_bench_times_fresh_inputs_every_call(monkeypatch):
+    from glow import api
+    from glow.bench import bench
+
+    seen = []
+    compile_ = api.compile
+
+    class Recording:
+        def __init__(self, exe):
+            self.exe = exe
+
+        def run(self, feeds):
+            seen.append({k: np.array(v) for k, v in feeds.items()})
+            return self.exe.run(feeds)
+
+    monkeypatch.setattr(api, "compile", lambda *a, **kw: Recording(compile_(*a, **kw)))
+    rounds, warmup = 4, 2
+    r = bench("mlp", backend="reference", rounds=rounds, warmup=warmup, vs=None)
+    assert r.rounds == rounds and len(seen) == 1 + warmup + rounds
+    untimed, timed = seen[:1 + warmup], seen[1 + warmup:]
+
+    def key(feeds):
+        return tuple(v.tobytes() for _, v in sorted(feeds.items()))
+
+    assert len({key(f) for f in untimed}) == 1  # the first and warm-up runs share the seed-0 draw
+    assert len({key(f) for f in timed} | {key(untimed[0])}) == rounds + 1  # every timed run is new
