@@ -35,7 +35,8 @@ F32 = frozenset({dt.float32})
 
 # -- eligibility (shared with the kernels' support predicates) -------------------------------------
 
-def _static(v, rank=None) -> bool:
+def static_f32(v, rank=None) -> bool:
+    """A static, non-empty float32 tensor value (with `rank` dims when given)."""
     t = None if v is None else v.type
     return (isinstance(t, dt.TensorType) and t.is_static and t.dtype == dt.float32 and t.numel > 0
             and (rank is None or len(t.shape) == rank))
@@ -55,16 +56,16 @@ def conv_geometry(node):
 def conv_ok(node) -> bool:
     """A float32 2-D Conv with constant weights: runs NHWC on the implicit-GEMM kernels."""
     ins = node.inputs
-    if node.op.name != "Conv" or not _static(ins[0], 4) or not _static(ins[1], 4):
+    if node.op.name != "Conv" or not static_f32(ins[0], 4) or not static_f32(ins[1], 4):
         return False
-    if not ins[1].is_constant or (len(ins) > 2 and ins[2] is not None and not _static(ins[2])):
+    if not ins[1].is_constant or (len(ins) > 2 and ins[2] is not None and not static_f32(ins[2])):
         return False
     return _geometry_ok(node)
 
 
 def pool_ok(node) -> bool:
     """A float32 2-D MaxPool (without Indices) or AveragePool, dilation 1; GlobalAveragePool."""
-    if not _static(node.inputs[0], 4) or not _static(node.outputs[0], 4):
+    if not static_f32(node.inputs[0], 4) or not static_f32(node.outputs[0], 4):
         return False
     if node.op.name == "GlobalAveragePool":
         return True

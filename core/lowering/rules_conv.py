@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..ops.conv import _transpose_geometry, out_extents, window_attrs
+from ..ops.conv import out_extents, transpose_geometry, window_attrs
 from ._build import ints, scalar
 from .driver import MEMORY_BLOWUP_LIMIT
 from .registry import lowering
@@ -268,7 +268,7 @@ def lower_conv_transpose(rb, node, ins):
     kernel, in_sp = list(ws[2:]), list(xs[2:])
     nsp = len(kernel)
     _, s, d, _ = window_attrs(ValueError, nsp, kernel, a["strides"], a["dilations"], a["pads"])
-    out, pb = _transpose_geometry(ValueError, in_sp, kernel, a)
+    out, pb = transpose_geometry(ValueError, in_sp, kernel, a)
     g, c, mg = a["group"], xs[1], ws[1]
     m, cg, kk, p_in = g * mg, c // g, math.prod(kernel), math.prod(in_sp)
     x, w, b = widen(rb, [x, w, b])

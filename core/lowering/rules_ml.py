@@ -16,8 +16,15 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..ops._ml_trees import TRANSFORMS
-from ..ops.ml import _cats, _imputer_values, _label_table, _lincls_model, _linear_weights, _per_feature
+from ..ops.ml import (
+    TRANSFORMS,
+    imputer_values,
+    label_table,
+    linear_classifier_model,
+    linear_weights,
+    onehot_categories,
+    per_feature,
+)
 from ._build import cast, const, ints, op1
 from .registry import lowering
 
@@ -59,8 +66,8 @@ def lower_scaler(rb, node, ins):
     if shape is None:
         return None
     f = shape[-1] if shape else 1
-    off = _per_feature(node.attrs["offset"], "offset", f, "Scaler")
-    sc = _per_feature(node.attrs["scale"] or [1.0], "scale", f, "Scaler")
+    off = per_feature(node.attrs["offset"], "offset", f, "Scaler")
+    sc = per_feature(node.attrs["scale"] or [1.0], "scale", f, "Scaler")
     if not shape:
         off, sc = off.reshape(-1)[:1].reshape(()), sc.reshape(-1)[:1].reshape(())
     y = op1(rb, "Mul", op1(rb, "Sub", cast(rb, x, F64), const(rb, off, F64)), const(rb, sc, F64))
@@ -96,7 +103,7 @@ def lower_imputer(rb, node, ins):
     shape = x.type.shape
     if shape is None:
         return None
-    vals, rep = _imputer_values(node.attrs, t, "Imputer")
+    vals, rep = imputer_values(node.attrs, t, "Imputer")
     if t.is_float and math.isnan(rep):
         hit = op1(rb, "Not", op1(rb, "Equal", x, x))
     else:
@@ -147,7 +154,7 @@ def lower_one_hot_encoder(rb, node, ins):
     t = x.type.dtype
     if shape is None or t == dt.string or not node.attrs["zeros"]:
         return None
-    cats = _cats(node.attrs, t, "OneHotEncoder")
+    cats = onehot_categories(node.attrs, t, "OneHotEncoder")
     key = cast(rb, x, dt.int64)  # a float-to-integer Cast truncates, as int() does
     table = rb.constant(np.asarray(cats, np.int64), name="cats")
     hot = op1(rb, "Equal", reshape(rb, key, list(shape) + [1]), table)
@@ -159,7 +166,7 @@ def lower_label_encoder(rb, node, ins):
     # Numeric keys: a binary search of the sorted keys (log2(keys) Gather/compare steps, each the
     # size of x), then the matching value or the default. String tables stay on the host.
     (x,) = ins
-    keys, kt, values, vt, default = _label_table(node.attrs, "LabelEncoder")
+    keys, kt, values, vt, default = label_table(node.attrs, "LabelEncoder")
     t = x.type.dtype
     if dt.string in (kt, vt, t):
         return None
@@ -254,7 +261,7 @@ def lower_linear_regressor(rb, node, ins):
     rows = rows_of(rb, ins[0])
     if rows is None:
         return None
-    w, b = _linear_weights(a, a["targets"], "LinearRegressor")
+    w, b = linear_weights(a, a["targets"], "LinearRegressor")
     y = post_transform(rb, _affine(rb, rows, w, b), a["post_transform"])
     return [cast(rb, y, dt.float32)]
 
@@ -268,7 +275,7 @@ def lower_linear_classifier(rb, node, ins):
     rows = rows_of(rb, x)
     if rows is None:
         return None
-    labels, lt, w, b = _lincls_model(a, x.type.shape[-1], "LinearClassifier")
+    labels, lt, w, b = linear_classifier_model(a, x.type.shape[-1], "LinearClassifier")
     raw = _affine(rb, rows, w, b)
     if w.shape[0] == 1 and len(labels) == 2:
         raw = op1(rb, "Concat", op1(rb, "Sub", const(rb, 0, F64), raw), raw, axis=1)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..ops.matmul import _parse_einsum
+from ..ops.matmul import parse_einsum
 from ._build import ints, scalar, static_shape
 from .registry import lowering
 from .rules_reduce import HALF, arg_extreme, cast, ramp, reduce
@@ -204,7 +204,7 @@ def lower_einsum(rb, node, ins):
     shapes = [static_shape(v) for v in ins]
     if any(s is None for s in shapes):
         return None
-    eq = _parse_einsum(node.attrs["equation"], [len(s) for s in shapes], ValueError)
+    eq = parse_einsum(node.attrs["equation"], [len(s) for s in shapes], ValueError)
     out_t = node.outputs[0].type.dtype
     work = dt.float32 if out_t in HALF else _SMALL_INT.get(out_t, out_t)
     terms = []

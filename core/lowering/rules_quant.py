@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..ops.quant import _division_type, int_range
+from ..ops.quant import division_type, int_range
 from ._build import cast, const, ints, op1
 from .registry import lowering
 
@@ -138,7 +138,7 @@ def lower_quantize_linear(rb, node, ins):
     x, scale, zp = (list(ins) + [None, None])[:3]
     a = node.attrs
     shape = x.type.shape
-    prec = dt.from_numpy(_division_type(scale.type.dtype.np, a["precision"]))
+    prec = dt.from_numpy(division_type(scale.type.dtype.np, a["precision"]))
     s = spread(rb, cast(rb, scale, prec), shape, a["axis"], a["block_size"])
     z = None
     if zp is not None:

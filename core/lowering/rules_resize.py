@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..graph import Value
-from ..ops.resize import _LEGACY, _plan, _source_coords, _taps
+from ..ops.resize import UPSAMPLE_ATTRS, resize_geometry, resize_taps, source_coords
 from ._build import ints, scalar
 from .driver import MEMORY_BLOWUP_LIMIT
 from .registry import lowering
@@ -93,8 +93,8 @@ def lower_resize(rb, node, ins):
             data = _empty_axis(rb, data, ax, n_out)
             continue
         if known:  # taps and weights are constants
-            xs = _source_coords(ctm, n_in, n_out, scale[ax], rois[ax])
-            idx, w = _taps(xs, n_in, scale[ax], a)
+            xs = source_coords(ctm, n_in, n_out, scale[ax], rois[ax])
+            idx, w = resize_taps(xs, n_in, scale[ax], a)
             if ctm == "tf_crop_and_resize":
                 outside.append(rb.constant((xs < 0) | (xs > n_in - 1), name="outside"))
         else:  # computed at run time from the scale / roi values
@@ -117,7 +117,7 @@ def lower_resize(rb, node, ins):
 def _resize_plan(rb, node, x, scales, sizes):
     """(resized axes, output dims, per-axis scale: a float, or a 0-d float64 value computed at
     run time), or None. scales/sizes known when lowering give everything (as the reference's
-    _plan); given only at run time, the output shape must be declared (the node's type)."""
+    resize_geometry); given only at run time, the output shape must be declared (the node's type)."""
     a = node.attrs
     shape = x.type.shape
     r = len(shape)
@@ -133,7 +133,7 @@ def _resize_plan(rb, node, x, scales, sizes):
             axes, scales_v = [axes[i] for i in keep], scales_v.reshape(-1)[keep]
         if not static([shape[ax] for ax in axes]):
             return None
-        out, scale, axes = _plan(ValueError, shape, scales_v, sizes_v, axes, policy)
+        out, scale, axes = resize_geometry(ValueError, shape, scales_v, sizes_v, axes, policy)
         return axes, out, scale
     out = node.outputs[0].type.shape
     if out is None or not static([out[ax] for ax in axes] + [shape[ax] for ax in axes]):
@@ -209,7 +209,7 @@ def _cast_back(rb, y, dtype):
     return op1(rb, "Cast", y, to=dtype)
 
 
-# Run-time coordinates: the reference's _source_coords and _taps as graph ops, operation for
+# Run-time coordinates: the reference's source_coords and resize_taps as graph ops, operation for
 # operation in the same precisions (float64; roi arithmetic in roi's type), so that every floor,
 # ceil and rounding decision agrees.
 
@@ -309,7 +309,7 @@ def _clip_index(rb, v, n):
 def lower_upsample(rb, node, ins):
     # Upsample is Resize with the legacy coordinate mapping (output i reads input i / scale).
     x, scales = ins
-    return [rb.emit1("Resize", [x, None, scales], dict(_LEGACY, mode=node.attrs["mode"]))]
+    return [rb.emit1("Resize", [x, None, scales], dict(UPSAMPLE_ATTRS, mode=node.attrs["mode"]))]
 
 
 # -- AffineGrid ------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from ..ops.signal import _dft_lengths, _stft_geometry
+from ..ops.signal import dft_lengths, stft_geometry
 from ._build import ints, static_shape
 from .driver import MEMORY_BLOWUP_LIMIT
 from .registry import lowering
@@ -117,7 +117,7 @@ def dft_along(rb, node, x, axis, n, inverse, onesided):
     """The DFT of x (static shape) along `axis`, in x's compute type; None over budget."""
     shape = list(x.type.shape)
     rank, length, c = len(shape), shape[axis], shape[-1]
-    n, _ = _dft_lengths(length, n, inverse, onesided, ValueError)
+    n, _ = dft_lengths(length, n, inverse, onesided, ValueError)
     ct = compute_type(x)
     m = dft_matrix(length, c, n, inverse, onesided)
     if not fits_budget(m.size * ct.itemsize, node):
@@ -139,14 +139,14 @@ def dft_along(rb, node, x, axis, n, inverse, onesided):
 def _valid(shape, axis, n, inverse, onesided) -> bool:
     """Whether a transform along `axis` is well-defined (an IRFFT of one bin has length 0)."""
     try:
-        _dft_lengths(shape[axis], n, inverse, onesided, ValueError)
+        dft_lengths(shape[axis], n, inverse, onesided, ValueError)
     except ValueError:
         return False
     return True
 
 
 def _dft_out_shape(shape, axis, n, inverse, onesided):
-    n, out_len = _dft_lengths(shape[axis], n, inverse, onesided, ValueError)
+    n, out_len = dft_lengths(shape[axis], n, inverse, onesided, ValueError)
     out = list(shape)
     out[axis] = out_len
     out[-1] = 1 if onesided and inverse else 2
@@ -222,7 +222,7 @@ def lower_stft(rb, node, ins):
     if not isinstance(fl, int):
         return None
     step = known_scalar(step_in)
-    frames, bins = _stft_geometry(length, step, wlen, fl, onesided, c, ValueError)
+    frames, bins = stft_geometry(length, step, wlen, fl, onesided, c, ValueError)
     ct = compute_type(signal)
     m = dft_matrix(fl, c, fl, 0, onesided)
     if not fits_budget(m.size * ct.itemsize, node):

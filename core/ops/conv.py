@@ -277,7 +277,7 @@ op("ConvInteger", inputs=("x:T1", "w:T2", "x_zero_point:T1?", "w_zero_point:T2?"
 
 # -- ConvTranspose ---------------------------------------------------------------------------------
 
-def _transpose_geometry(fail, in_dims, kernel, a):
+def transpose_geometry(fail, in_dims, kernel, a):
     """Output dims and begin pads of ConvTranspose (None dims where unknown)."""
     nsp = len(kernel)
     kernel, s, d, p = window_attrs(fail, nsp, kernel, a["strides"], a["dilations"], a["pads"])
@@ -332,7 +332,7 @@ def _convtranspose_infer(ctx):
     if kernel is None:
         return [dt.TensorType((n, m) + (None,) * nsp, ctx.dtype(0))]
     in_dims = x[2:] if x is not None else (None,) * nsp
-    out, _ = _transpose_geometry(ctx.error, in_dims, kernel, ctx.attrs)
+    out, _ = transpose_geometry(ctx.error, in_dims, kernel, ctx.attrs)
     return [dt.TensorType((n, m, *out), ctx.dtype(0))]
 
 
@@ -345,7 +345,7 @@ def _convtranspose_ref(x, w, b=None, **a):
     kernel = list(w.shape[2:])
     nsp = len(kernel)
     _, s, d, _ = window_attrs(ValueError, nsp, kernel, a["strides"], a["dilations"], a["pads"])
-    out, pb = _transpose_geometry(ValueError, list(x.shape[2:]), kernel, a)
+    out, pb = transpose_geometry(ValueError, list(x.shape[2:]), kernel, a)
     g = a["group"]
     n, c = x.shape[:2]
     if c != w.shape[0] or c % g:

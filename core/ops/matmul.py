@@ -108,7 +108,7 @@ class _Equation:
 _LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
-def _parse_einsum(equation: str, ranks: list[int], fail) -> _Equation:
+def parse_einsum(equation: str, ranks: list[int], fail) -> _Equation:
     eq = equation.replace(" ", "")
     lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
@@ -173,7 +173,7 @@ def _einsum_infer(ctx):
     shapes = [ctx.shape(i) for i in range(len(ctx.inputs))]
     if any(s is None for s in shapes):
         return [dt.TensorType(None, ctx.dtype(0))]
-    eq = _parse_einsum(ctx.attrs["equation"], [len(s) for s in shapes], ctx.error)
+    eq = parse_einsum(ctx.attrs["equation"], [len(s) for s in shapes], ctx.error)
     dims: dict[str, object] = {}
     for term, shape in zip(eq.terms, shapes):
         for ch, d in zip(term, shape):
@@ -182,7 +182,7 @@ def _einsum_infer(ctx):
 
 
 def _einsum(*inputs, equation):
-    eq = _parse_einsum(equation, [x.ndim for x in inputs], ValueError)
+    eq = parse_einsum(equation, [x.ndim for x in inputs], ValueError)
     return np.asarray(np.einsum(eq.explicit, *[wide(x) for x in inputs])).astype(inputs[0].dtype)
 
 

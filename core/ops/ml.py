@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import GraphError
-from ._ml_trees import LEGACY_TREE_ATTRS, TREE_ATTRS, Forest, legacy_forest, post_transform
+from ._ml_trees import LEGACY_TREE_ATTRS, TRANSFORMS, TREE_ATTRS, Forest, legacy_forest, post_transform
 from ._shape import numel, same_as
 from .registry import ML, Attr, Tier, op
 
@@ -59,7 +59,7 @@ def _one_of(attrs, prefix, where):
     return list(v), _KIND_DTYPE[k]
 
 
-def _label_table(a, where):
+def label_table(a, where):
     keys, kt = _one_of(a, "keys", where)
     values, vt = _one_of(a, "values", where)
     if len(keys) != len(values):
@@ -84,7 +84,7 @@ def _kind(t):
 
 def _label_infer(ctx):
     try:
-        _, kt, _, vt, _ = _label_table(ctx.attrs, "attributes")
+        _, kt, _, vt, _ = label_table(ctx.attrs, "attributes")
     except GraphError as e:
         raise ctx.error(str(e)) from None
     if _kind(kt) != _kind(ctx.dtype(0)):
@@ -93,7 +93,7 @@ def _label_infer(ctx):
 
 
 def _label_ref(x, **a):
-    keys, kt, values, vt, default = _label_table(a, "LabelEncoder")
+    keys, kt, values, vt, default = label_table(a, "LabelEncoder")
     floats = _kind(kt) == "float"
     table, nan_value = {}, None
     for k, v in zip(keys, values):  # a repeated key: the last one wins
@@ -252,7 +252,7 @@ ml_op("Normalizer", inputs=("X:T",), outputs=("Y:F",), types={"T": NUM4, "F": F3
       doc="Divides each row by its max, L1 norm or L2 norm (rows with a zero divisor are kept).")
 
 
-def _per_feature(values, name, features, where):
+def per_feature(values, name, features, where):
     v = np.asarray(values if values else [0.0], np.float64)
     if v.size not in (1, features) and isinstance(features, int):
         raise GraphError(f"{where}: {name} has {v.size} values; need 1 or one per feature "
@@ -264,8 +264,8 @@ def _scaler_infer(ctx):
     shape = ctx.shape(0)
     f = shape[-1] if shape else 1
     try:
-        _per_feature(ctx.attrs["offset"], "offset", f, "attributes")
-        _per_feature(ctx.attrs["scale"] or [1.0], "scale", f, "attributes")
+        per_feature(ctx.attrs["offset"], "offset", f, "attributes")
+        per_feature(ctx.attrs["scale"] or [1.0], "scale", f, "attributes")
     except GraphError as e:
         raise ctx.error(str(e)) from None
     return [dt.TensorType(shape, dt.float32)]
@@ -273,8 +273,8 @@ def _scaler_infer(ctx):
 
 def _scaler_ref(x, offset, scale):
     f = x.shape[-1] if x.ndim else 1
-    off = _per_feature(offset, "offset", f, "Scaler")
-    sc = _per_feature(scale or [1.0], "scale", f, "Scaler")
+    off = per_feature(offset, "offset", f, "Scaler")
+    sc = per_feature(scale or [1.0], "scale", f, "Scaler")
     return ((x.astype(np.float64) - off) * sc).astype(np.float32)
 
 
@@ -284,7 +284,7 @@ ml_op("Scaler", inputs=("X:T",), outputs=("Y:F",), types={"T": NUM4, "F": F32},
       doc="(X - offset) * scale per feature (last axis), as float.")
 
 
-def _imputer_values(a, dtype, where):
+def imputer_values(a, dtype, where):
     if dtype.is_float:
         vals, rep = a["imputed_value_floats"], a["replaced_value_float"]
     else:
@@ -298,16 +298,16 @@ def _imputer_values(a, dtype, where):
 def _imputer_infer(ctx):
     shape = ctx.shape(0)
     try:
-        vals, _ = _imputer_values(ctx.attrs, ctx.dtype(0), "attributes")
+        vals, _ = imputer_values(ctx.attrs, ctx.dtype(0), "attributes")
         if shape and isinstance(shape[-1], int):
-            _per_feature(list(vals), "the imputed values", shape[-1], "attributes")
+            per_feature(list(vals), "the imputed values", shape[-1], "attributes")
     except GraphError as e:
         raise ctx.error(str(e)) from None
     return [ctx.input(0)]
 
 
 def _imputer_ref(x, **a):
-    vals, rep = _imputer_values(a, dt.from_numpy(x.dtype), "Imputer")
+    vals, rep = imputer_values(a, dt.from_numpy(x.dtype), "Imputer")
     hit = np.isnan(x) if x.dtype.kind == "f" and math.isnan(rep) else x == rep
     return np.where(hit, np.broadcast_to(vals, x.shape) if x.ndim else vals[0], x).astype(x.dtype)
 
@@ -321,7 +321,7 @@ ml_op("Imputer", inputs=("X:T",), outputs=("Y:T",), types={"T": NUM4},
 
 
 # -- OneHotEncoder, FeatureVectorizer --------------------------------------------------------------
-def _cats(a, dtype, where):
+def onehot_categories(a, dtype, where):
     ints, strs = a["cats_int64s"], a["cats_strings"]
     if (ints is None) == (strs is None):
         raise GraphError(f"{where}: exactly one of cats_int64s and cats_strings must be given")
@@ -333,7 +333,7 @@ def _cats(a, dtype, where):
 
 def _onehot_infer(ctx):
     try:
-        cats = _cats(ctx.attrs, ctx.dtype(0), "attributes")
+        cats = onehot_categories(ctx.attrs, ctx.dtype(0), "attributes")
     except GraphError as e:
         raise ctx.error(str(e)) from None
     shape = ctx.shape(0)
@@ -341,7 +341,7 @@ def _onehot_infer(ctx):
 
 
 def _onehot_ref(x, cats_int64s, cats_strings, zeros):
-    cats = _cats({"cats_int64s": cats_int64s, "cats_strings": cats_strings},
+    cats = onehot_categories({"cats_int64s": cats_int64s, "cats_strings": cats_strings},
                  dt.from_numpy(x.dtype), "OneHotEncoder")
     pos = {c: i for i, c in enumerate(cats)}
     flat = x.reshape(-1).tolist()
@@ -393,13 +393,12 @@ ml_op("FeatureVectorizer", inputs=("X:T*",), outputs=("Y:F",), types={"T": NUM4,
 
 
 # -- LinearRegressor, LinearClassifier -------------------------------------------------------------
-_TRANSFORMS = ("NONE", "SOFTMAX", "LOGISTIC", "SOFTMAX_ZERO", "PROBIT")
 
 
-def _linear_weights(a, n_out, where):  # LinearRegressor
+def linear_weights(a, n_out, where):  # LinearRegressor
     coef = np.asarray(a["coefficients"] or (), np.float64)
-    if a["post_transform"] not in _TRANSFORMS:
-        raise GraphError(f"{where}: post_transform must be one of {list(_TRANSFORMS)}")
+    if a["post_transform"] not in TRANSFORMS:
+        raise GraphError(f"{where}: post_transform must be one of {list(TRANSFORMS)}")
     if n_out <= 0 or coef.size % n_out:
         raise GraphError(f"{where}: {coef.size} coefficients do not split into {n_out} rows")
     b = np.asarray(a["intercepts"] or [0.0] * n_out, np.float64)
@@ -416,7 +415,7 @@ def _check_features(ctx, w):
 
 def _linreg_infer(ctx):
     try:
-        w, _ = _linear_weights(ctx.attrs, ctx.attrs["targets"], "attributes")
+        w, _ = linear_weights(ctx.attrs, ctx.attrs["targets"], "attributes")
     except GraphError as e:
         raise ctx.error(str(e)) from None
     _check_features(ctx, w)
@@ -425,10 +424,10 @@ def _linreg_infer(ctx):
 
 
 def _linreg_ref(x, **a):
-    w, b = _linear_weights(a, a["targets"], "LinearRegressor")
+    w, b = linear_weights(a, a["targets"], "LinearRegressor")
     rows = np.asarray(x, np.float64).reshape(-1, w.shape[1])
     y = rows @ w.T + b
-    return post_transform(y, _TRANSFORMS.index(a["post_transform"])).astype(np.float32)
+    return post_transform(y, TRANSFORMS.index(a["post_transform"])).astype(np.float32)
 
 
 ml_op("LinearRegressor", inputs=("X:T",), outputs=("Y:F",), types={"T": NUM4, "F": F32},
@@ -438,15 +437,15 @@ ml_op("LinearRegressor", inputs=("X:T",), outputs=("Y:F",), types={"T": NUM4, "F
       doc="Y = X W^T + b for `targets` outputs, then the post-transform.")
 
 
-def _lincls_model(a, features, where):
+def linear_classifier_model(a, features, where):
     """Labels, label type and the [classes or 1, F] weights and intercepts; F may be unknown."""
     ints, strs = a["classlabels_ints"], a["classlabels_strings"]
     if (ints is None) == (strs is None):
         raise GraphError(f"{where}: exactly one of classlabels_ints and classlabels_strings must be "
                          "given")
     labels, lt = (list(strs), dt.string) if strs is not None else (list(ints), dt.int64)
-    if a["post_transform"] not in _TRANSFORMS:
-        raise GraphError(f"{where}: post_transform must be one of {list(_TRANSFORMS)}")
+    if a["post_transform"] not in TRANSFORMS:
+        raise GraphError(f"{where}: post_transform must be one of {list(TRANSFORMS)}")
     coef = np.asarray(a["coefficients"], np.float64)
     if not isinstance(features, int):
         return labels, lt, None, None
@@ -467,7 +466,7 @@ def _lincls_model(a, features, where):
 def _lincls_infer(ctx):
     n, f = _as_2d_rows(ctx)
     try:
-        labels, lt, _, _ = _lincls_model(ctx.attrs, f, "attributes")
+        labels, lt, _, _ = linear_classifier_model(ctx.attrs, f, "attributes")
     except GraphError as e:
         raise ctx.error(str(e)) from None
     return [dt.TensorType((n,), lt), dt.TensorType((n, len(labels)), dt.float32)]
@@ -475,7 +474,7 @@ def _lincls_infer(ctx):
 
 def _lincls_ref(x, **a):
     rows = np.asarray(x, np.float64).reshape(-1, x.shape[-1])
-    labels, lt, w, b = _lincls_model(a, rows.shape[1], "LinearClassifier")
+    labels, lt, w, b = linear_classifier_model(a, rows.shape[1], "LinearClassifier")
     raw = rows @ w.T + b
     if w.shape[0] == 1 and len(labels) == 2:
         raw = np.stack([-raw[:, 0], raw[:, 0]], axis=1)

@@ -137,7 +137,7 @@ op("Split", inputs=("input:T", "split:I?"), outputs=("outputs:T*",), types={"T":
 
 # -- Slice ---------------------------------------------------------------------------------------
 
-def _slice_bounds(dim, start, end, step):
+def slice_bounds(dim, start, end, step):
     """ONNX clamping of one axis' slice; returns (start, end, count). end == -1 means 'before 0'."""
     if start < 0:
         start += dim
@@ -180,7 +180,7 @@ def _slice_infer(ctx):
         return [dt.TensorType(tuple(out), ctx.dtype(0))]
     axes, steps = _slice_args(ctx, len(shape), starts, ends, axes, steps)
     for a, s, e, st in zip(axes, starts, ends, steps):
-        out[a] = _slice_bounds(shape[a], s, e, st)[2] if isinstance(shape[a], int) else None
+        out[a] = slice_bounds(shape[a], s, e, st)[2] if isinstance(shape[a], int) else None
     return [dt.TensorType(tuple(out), ctx.dtype(0))]
 
 
@@ -191,7 +191,7 @@ def _slice_ref(data, starts, ends, axes=None, steps=None):
     steps = [1] * len(starts) if steps is None else ints(steps)
     index = [slice(None)] * data.ndim
     for a, s, e, st in zip(axes, starts, ends, steps):
-        s, e, _ = _slice_bounds(data.shape[a], s, e, st)
+        s, e, _ = slice_bounds(data.shape[a], s, e, st)
         index[a] = slice(s, None if e < 0 else e, st)  # e == -1 (negative step): run to index 0
     return data[tuple(index)]
 

@@ -123,7 +123,7 @@ def _quantize_infer(ctx):
     return [dt.TensorType(ctx.shape(0), out)]
 
 
-def _division_type(scale_dtype, precision):
+def division_type(scale_dtype, precision):
     t = precision or dt.from_numpy(scale_dtype)
     # int32 and e8m0 scales have no sensible arithmetic of their own
     return t.np if t in SCALE_FLOATS | {dt.float64} else np.dtype(np.float64 if t == dt.int32
@@ -133,7 +133,7 @@ def _division_type(scale_dtype, precision):
 def quantize(x, scale, zero_point, out: dt.DType, saturate=True, axis=1, block_size=0,
              precision=None):
     """saturate(round_half_even(x / scale) + zero_point) as element type `out`."""
-    prec = _division_type(scale.dtype, precision)
+    prec = division_type(scale.dtype, precision)
     s = _expand(scale, x.shape, axis, block_size).astype(prec)
     q = x.astype(prec) / s
     zp = 0.0 if zero_point is None else _expand(zero_point, x.shape, axis, block_size)

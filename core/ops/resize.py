@@ -41,7 +41,7 @@ def _given(arr):
     return arr is not None and np.asarray(arr).size > 0
 
 
-def _plan(fail, in_shape, scales, sizes, axes, policy):
+def resize_geometry(fail, in_shape, scales, sizes, axes, policy):
     """Output dims and per-axis scale factors; in_shape dims may be unknown (None/str)."""
     r = len(in_shape)
     axes = list(range(r)) if not axes else [a + r if a < 0 else a for a in axes]
@@ -91,7 +91,7 @@ def _keys(t, a):
     return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
 
 
-def _source_coords(ctm, n_in, n_out, scale, roi):
+def source_coords(ctm, n_in, n_out, scale, roi):
     y = np.arange(n_out, dtype=np.float64)
     width = scale * n_in  # the fractional output length the scale asks for
     if ctm == "half_pixel":
@@ -116,7 +116,7 @@ def _source_coords(ctm, n_in, n_out, scale, roi):
     return y * (end - start) * (n_in - 1) / (width - 1) + shift
 
 
-def _taps(x, n_in, scale, a):
+def resize_taps(x, n_in, scale, a):
     """Input indices (n_out, T) and weights (n_out, T) or None (nearest) for source coords x."""
     mode = a["mode"]
     if mode == "nearest":
@@ -159,7 +159,7 @@ def resize(x, roi, scales, sizes, a):
         _check_choice(ValueError, name, value, allowed)
     if _given(scales) == _given(sizes):
         raise ValueError("exactly one of scales and sizes must be given")
-    out, scale, axes = _plan(ValueError, x.shape, scales if _given(scales) else None,
+    out, scale, axes = resize_geometry(ValueError, x.shape, scales if _given(scales) else None,
                              sizes if _given(sizes) else None, a["axes"], a["keep_aspect_ratio_policy"])
     r = x.ndim
     rois = [(0.0, 1.0)] * r  # per axis (start, end), in the roi input's float type
@@ -182,12 +182,12 @@ def resize(x, roi, scales, sizes, a):
         if n_in == 0 or out[ax] == 0:  # nothing to sample from, or nothing to produce
             data = np.zeros(data.shape[:ax] + (out[ax],) + data.shape[ax + 1:], data.dtype)
             continue
-        xs = _source_coords(ctm, n_in, out[ax], scale[ax], rois[ax])
+        xs = source_coords(ctm, n_in, out[ax], scale[ax], rois[ax])
         if ctm == "tf_crop_and_resize":
             shape = [1] * r
             shape[ax] = out[ax]
             outside = outside | ((xs < 0) | (xs > n_in - 1)).reshape(shape)
-        idx, w = _taps(xs, n_in, scale[ax], a)
+        idx, w = resize_taps(xs, n_in, scale[ax], a)
         g = np.take(data, idx if w is not None else idx[:, 0], axis=ax)
         if w is not None:
             wshape = (1,) * ax + w.shape + (1,) * (r - ax - 1)
@@ -238,7 +238,7 @@ def _resize_infer(ctx):
         axes = [ctx.axis(x, r) for x in a["axes"]] if a["axes"] else range(r)
         shape = [None if d in axes else ctx.shape(0)[d] for d in range(r)]
         return [dt.TensorType(tuple(shape), ctx.dtype(0))]
-    out, _, _ = _plan(ctx.error, ctx.shape(0), v if has_scales else None, None if has_scales else v,
+    out, _, _ = resize_geometry(ctx.error, ctx.shape(0), v if has_scales else None, None if has_scales else v,
                       a["axes"], a["keep_aspect_ratio_policy"])
     return [dt.TensorType(tuple(out), ctx.dtype(0))]
 
@@ -292,7 +292,7 @@ op("Resize", inputs=("X:T1", "roi:T2?", "scales:T3?", "sizes:I?"), outputs=("Y:T
 
 # -- Upsample (deprecated) -------------------------------------------------------------------------
 
-_LEGACY = dict(antialias=0, axes=None, coordinate_transformation_mode="asymmetric", cubic_coeff_a=-0.75,
+UPSAMPLE_ATTRS = dict(antialias=0, axes=None, coordinate_transformation_mode="asymmetric", cubic_coeff_a=-0.75,
                exclude_outside=0, extrapolation_value=0.0, keep_aspect_ratio_policy="stretch",
                nearest_mode="floor")
 
@@ -307,7 +307,7 @@ def _upsample_infer(ctx):
         return [dt.TensorType((None,) * r, ctx.dtype(0))]
     if any(s < 1 for s in np.asarray(v).reshape(-1)):
         raise ctx.error(f"scales {list(np.asarray(v).reshape(-1))} must be >= 1")
-    out, _, _ = _plan(ctx.error, ctx.shape(0), v, None, None, "stretch")
+    out, _, _ = resize_geometry(ctx.error, ctx.shape(0), v, None, None, "stretch")
     return [dt.TensorType(tuple(out), ctx.dtype(0))]
 
 
@@ -325,7 +325,7 @@ def _upsample_from_onnx(ic):
 op("Upsample", inputs=("X:T", "scales:F"), outputs=("Y:T",),
    types={"T": ANY, "F": frozenset({dt.float32})}, attrs=(Attr("mode", "string", "nearest"),),
    infer=_upsample_infer,
-   reference=lambda x, scales, mode: resize(x, None, scales, None, dict(_LEGACY, mode=mode)),
+   reference=lambda x, scales, mode: resize(x, None, scales, None, dict(UPSAMPLE_ATTRS, mode=mode)),
    groups={NN}, tier=Tier.HIGH, onnx_since=7, from_onnx=_upsample_from_onnx,
    doc="Deprecated upsampling by scales (output index i reads input i / scale); imported as Resize.")
 

@@ -75,7 +75,7 @@ def _dft_check(rank, last, axis, inverse, onesided, fail):
     return axis % rank
 
 
-def _dft_lengths(dim, n, inverse, onesided, fail):
+def dft_lengths(dim, n, inverse, onesided, fail):
     """(transform length, output length along the axis); None where unknown."""
     if n is None and isinstance(dim, int):
         n = 2 * (dim - 1) if onesided and inverse else dim
@@ -101,7 +101,7 @@ def _dft_infer(ctx):
     if axis is not None and ctx.has(1) and n is None:
         out[axis] = None  # a dft_length known only at run time
     elif axis is not None:
-        out[axis] = _dft_lengths(shape[axis], n, a["inverse"], a["onesided"], ctx.error)[1]
+        out[axis] = dft_lengths(shape[axis], n, a["inverse"], a["onesided"], ctx.error)[1]
     elif ctx.has(1) or a["onesided"]:
         out[:-1] = [None] * (rank - 1)  # some axis changes length, but which one is not known
     return [dt.TensorType(tuple(out), ctx.dtype(0))]
@@ -112,7 +112,7 @@ def _dft_ref(x, dft_length=None, axis=None, inverse=0, onesided=0):
     ax = _dft_check(x.ndim, x.shape[-1], -2 if axis is None else _int(axis, "axis", "DFT"),
                     inverse, onesided, fail)
     n = None if dft_length is None else _int(dft_length, "dft_length", "DFT")
-    n, _ = _dft_lengths(x.shape[ax], n, inverse, onesided, fail)
+    n, _ = dft_lengths(x.shape[ax], n, inverse, onesided, fail)
     c = _to_complex(x)
     # np.fft zero-pads or truncates the axis to n, as ONNX's dft_length asks.
     if onesided and inverse:
@@ -146,7 +146,7 @@ op("DFT", inputs=("input:T1", "dft_length:T2?", "axis:I?"), outputs=("output:T1"
 
 
 # -- STFT ------------------------------------------------------------------------------------------
-def _stft_geometry(length, step, window_len, fl, onesided, last, fail):
+def stft_geometry(length, step, window_len, fl, onesided, last, fail):
     """(frames, bins) for frame length fl; entries None where unknown."""
     if onesided not in (0, 1):
         raise fail("onesided must be 0 or 1")
@@ -181,7 +181,7 @@ def _stft_infer(ctx):
     window_len = wshape[0] if wshape is not None else None
     # frame_length, else the window's length, else the whole signal; None while unknown.
     fl = _scalar(ctx, 3, "frame_length") if ctx.has(3) else window_len if ctx.has(2) else length
-    frames, bins = _stft_geometry(length, _scalar(ctx, 1, "frame_step"), window_len, fl,
+    frames, bins = stft_geometry(length, _scalar(ctx, 1, "frame_step"), window_len, fl,
                                   ctx.attrs["onesided"], last, ctx.error)
     return [dt.TensorType((batch, frames, bins, 2), ctx.dtype(0))]
 
@@ -196,7 +196,7 @@ def _stft_ref(signal, frame_step, window=None, frame_length=None, onesided=1):
     window_len = None if window is None else window.shape[0]
     fl = (_int(frame_length, "frame_length", "STFT") if frame_length is not None
           else window_len if window is not None else signal.shape[1])
-    frames, bins = _stft_geometry(signal.shape[1], step, window_len, fl, onesided,
+    frames, bins = stft_geometry(signal.shape[1], step, window_len, fl, onesided,
                                   signal.shape[2], fail)
     x = _to_complex(signal)  # [batch, length]
     w = np.ones(fl, x.real.dtype) if window is None else window.astype(x.real.dtype)

@@ -30,9 +30,10 @@ def _args(instr):
 def _nhwc_ok(node) -> bool:
     x, w, b = (list(node.inputs) + [None])[:3]
     a = node.attrs
-    return (layout._static(x, 4) and layout._static(w, 4) and w.is_constant and (b is None or layout._static(b))
+    return (layout.static_f32(x, 4) and layout.static_f32(w, 4) and w.is_constant
+            and (b is None or layout.static_f32(b))
             and not any(a.get("pads") or ()) and a.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")
-            and len(node.outputs) == 1 and layout._static(node.outputs[0], 4))
+            and len(node.outputs) == 1 and layout.static_f32(node.outputs[0], 4))
 
 
 def geometry(x_nhwc_shape, w_shape, out_nhwc_shape, attrs) -> ConvGeometry:
@@ -124,7 +125,7 @@ def relayout(cg, src, dst, nchw_shape, to_nhwc: bool, pads=(0, 0, 0, 0)):
 
 
 def _nchw_ok(node) -> bool:
-    return layout.conv_ok(node) and len(node.outputs) == 1 and layout._static(node.outputs[0], 4)
+    return layout.conv_ok(node) and len(node.outputs) == 1 and layout.static_f32(node.outputs[0], 4)
 
 
 @cpu_kernel("Conv", supports=_nchw_ok)

@@ -173,7 +173,7 @@ def emit_gap_nchw(cg, x_shape, src, dst):
 # -- registrations ---------------------------------------------------------------------------------
 
 def _nhwc_pool_ok(node) -> bool:
-    if not (layout._static(node.inputs[0], 4) and layout._static(node.outputs[0], 4)):
+    if not (layout.static_f32(node.inputs[0], 4) and layout.static_f32(node.outputs[0], 4)):
         return False
     if any(d != 1 for d in node.attrs.get("dilations") or ()):
         return False
@@ -186,7 +186,7 @@ def _nhwc_pool_ok(node) -> bool:
 
 
 def _gap_ok(node) -> bool:
-    return layout._static(node.inputs[0], 4) and layout._static(node.outputs[0], 4)
+    return layout.static_f32(node.inputs[0], 4) and layout.static_f32(node.outputs[0], 4)
 
 
 @cpu_kernel("MaxPoolNHWC", domain=layout.DOMAIN, supports=_nhwc_pool_ok)

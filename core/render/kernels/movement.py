@@ -77,14 +77,14 @@ def render_expand(w, instr, params):
 # -- Slice ----------------------------------------------------------------------------------------
 def slice_plan(shape, starts, ends, axes, steps) -> list[tuple[int, int]]:
     """Per axis (first input index, step), ONNX clamping as in the op's reference."""
-    from ...ops.movement import _slice_bounds
+    from ...ops.movement import slice_bounds
 
     rank = len(shape)
     axes = list(range(len(starts))) if axes is None else [a + rank if a < 0 else a for a in axes]
     steps = [1] * len(starts) if steps is None else steps
     plan = [(0, 1)] * rank
     for a, s, e, st in zip(axes, starts, ends, steps):
-        s, _, _ = _slice_bounds(shape[a], s, e, st)
+        s, _, _ = slice_bounds(shape[a], s, e, st)
         plan[a] = (s, st)
     return plan
 
