@@ -112,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--no-optimize", action="store_true", help="skip the graph optimiser (lower only)")
     c.add_argument("--json", action="store_true", help="machine-readable output (for ir/memory: "
                    "arena_bytes, lower_bound_bytes, no_reuse_bytes and the buffers)")
+    c.add_argument("--profile", action="store_true", help="compile for the backend and print where "
+                   "the time went, by phase, and the kernels LLVM took longest on (cpu); a model with "
+                   "dynamic shapes is compiled for --shape (symbolic dims 1 where not given)")
+    c.add_argument("--shape", action="append", default=[], metavar="NAME=DxD...",
+                   help="with --profile: an input's shape to compile for (repeatable)")
     c.set_defaults(func=cmd_compile)
 
     bn = sub.add_parser("bench", help="time a model against onnxruntime (interleaved, medians)",
@@ -475,6 +480,10 @@ def cmd_backends(args) -> int:
 
 # -- compile ---------------------------------------------------------------------------------------
 def cmd_compile(args) -> int:
+    if args.profile:
+        return compile_profile(args)
+    if args.shape:
+        raise InputError("--shape applies with --profile")
     from . import flow
     from .onnx_import import load_onnx
     from .plugins import registry
@@ -512,6 +521,66 @@ def cmd_compile(args) -> int:
         print(format_ir(fn, plan))
     else:
         print(format_memory_plan(fn, plan))
+    return 0
+
+
+def compile_profile(args) -> int:
+    """`glow compile MODEL --profile`: compile as `glow run` does and print seconds by phase:
+    import, optimise, lower (timed here), then the backend's own (its executable's stats: on cpu
+    ir, codegen, llvm, load) and the slowest kernels."""
+    from . import api
+    from .inputs import make_inputs
+    from .onnx_import import load_onnx
+    from .plugins import registry
+
+    if args.dump != "graph" or args.no_optimize:
+        raise InputError("--profile compiles as `glow run` does: no --dump or --no-optimize with it")
+    shapes = parse_shapes(args.shape)
+    be = registry().get(args.backend) if args.backend else registry().default()
+    times: dict[str, float] = {}
+    mark = [None, time.perf_counter()]
+
+    def phase(name):
+        now = time.perf_counter()
+        if mark[0] is not None:
+            times[mark[0]] = times.get(mark[0], 0.0) + now - mark[1]
+        mark[0], mark[1] = name, now
+
+    phase("import")
+    graph = load_onnx(args.model)
+    dims = input_shapes(graph, shapes) if shapes or not graph.is_static() else None
+    exe = api.compile(graph, backend=be.name, native=args.native, progress=phase)
+    if not graph.is_static() or "compiles" in (getattr(exe, "stats", None) or {}):
+        phase("compile")  # a specialising executable compiles for the first input shapes
+        exe.run(make_inputs(graph, 0, dims))
+    phase(None)
+    stats = dict(getattr(exe, "stats", None) or {})
+    backend_phases = [(k[:-2], stats[k]) for k in ("ir_s", "codegen_s", "llvm_s", "load_s") if k in stats]
+    if backend_phases:  # the backend's breakdown of its compile phase; "other": specialising
+        rest = times.pop("compile", 0.0) - sum(s for _, s in backend_phases)
+        times.update(backend_phases)
+        if rest > 0.0005:
+            times["other"] = rest
+    out = {"model": args.model, "backend": be.name, "seconds": times, "total_s": sum(times.values()),
+           **{k: stats[k] for k in ("llvm_parse_s", "llvm_opt_s", "llvm_emit_s", "objects", "objects_compiled",
+                                   "objects_cached", "slowest_kernels") if k in stats}}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"compile profile: {args.model} on backend {be.name}")
+    for name, s in times.items():
+        print(f"  {name:9s} {s:8.3f} s")
+    print(f"  {'total':9s} {out['total_s']:8.3f} s")
+    if "objects" in stats:
+        print(f"llvm: {stats['objects_compiled']} of {stats['objects']} objects compiled, "
+              f"{stats['objects_cached']} from the cache; summed over threads: parse "
+              f"{stats['llvm_parse_s']:.3f} s, optimise {stats['llvm_opt_s']:.3f} s, "
+              f"emit {stats['llvm_emit_s']:.3f} s")
+    if stats.get("slowest_kernels"):
+        print("slowest kernels (LLVM seconds, kernel, functions merged, first instruction and its shapes):")
+        for k in stats["slowest_kernels"]:
+            first = k["instrs"][0] if k["instrs"] else {"node": "?", "shapes": ""}
+            print(f"  {k['llvm_s']:7.3f}  {k['kernel']:14s} x{k['functions']}  {first['node']}: {first['shapes']}")
     return 0
 
 

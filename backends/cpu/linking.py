@@ -291,15 +291,17 @@ def split_module(text: str) -> list[Part]:
     def module(roots: list[str], names: dict[str, str], entry: bool) -> str:
         """Text of a module defining `roots` and what they use (renamed by `names`): the entry's,
         or a kernel's, where internal helpers and constants are copied in as "f.<n>"."""
-        body, seen, meta, todo = [], set(roots), {}, list(roots)
+        body, seen, meta, todo, declared = [], set(roots), {}, list(roots), set()
         while todo:
             n = todo.pop(0)
             e = ents[n]
             if e.kind == "global" and not e.constant:  # writable: defined by the entry, exported
                 body.append(_GLOBAL.sub(lambda m: f"@{m.group(1)} = {m.group(3)} ", e.text, 1) if entry
                             else f"@{n} = external global {_global_type(e.text)}")
-            elif entry and n in is_kernel:
-                body.append(_declaration(e, exported[n]))
+            elif entry and n in is_kernel:  # identical kernels: one declaration
+                if exported[n] not in declared:
+                    declared.add(exported[n])
+                    body.append(_declaration(e, exported[n]))
             else:
                 body.append(e.text.replace("define internal ", "define ", 1) if n in roots and not entry
                             else e.text)
@@ -307,7 +309,7 @@ def split_module(text: str) -> list[Part]:
                     if r in ents and r not in seen:
                         seen.add(r)
                         todo.append(r)
-                        if not entry and ents[r].internal:
+                        if not entry and ents[r].internal and (ents[r].kind == "define" or ents[r].constant):
                             names.setdefault(r, f'"f.{len(names)}"')
                 meta.update(dict.fromkeys("!" + m for m in _META.findall(e.text)))
         # metadata: the nodes used and those they use, renumbered from 0 in order of use

@@ -1,0 +1,216 @@
+"""Cold compiles on cpu (issue 17): one object per distinct kernel, compiled once and cached per kernel.
+
+A program's LLVM module is cut into one module per kernel and one for the entry
+(`linking.split_module`); identical kernels become one object, each object is cached on disk by its
+own IR text, and `exe.stats` says where the compile time went. LLVM compiles are counted by
+spying on `jit.compile_object`, the one place that runs LLVM on an object's text.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+
+import glow
+import llvmlite.binding as llvm
+import numpy as np
+import onnx
+import pytest
+from glow.backends.cpu import jit, linking
+from helpers import backend_unavailable, make_model
+from onnx import TensorProto, helper
+
+pytestmark = pytest.mark.skipif(backend_unavailable("cpu") is not None, reason=str(backend_unavailable("cpu")))
+
+PHASES = ("ir_s", "codegen_s", "llvm_s", "llvm_parse_s", "llvm_opt_s", "llvm_emit_s", "load_s")
+
+
+def layers(n: int, width: int = 32, rows: int = 8, tail: str | None = None, seed: int = 0) -> onnx.ModelProto:
+    """n identical layers y = Relu(x @ W_k) (W_k different numbers, the same shape), then an
+    optional `tail` op (Sigmoid, Tanh...)."""
+    rng = np.random.default_rng(seed)
+    nodes, inits, x = [], [], "x"
+    for k in range(n):
+        inits.append(onnx.numpy_helper.from_array(rng.normal(0, 0.2, (width, width)).astype(np.float32), f"w{k}"))
+        nodes += [helper.make_node("MatMul", [x, f"w{k}"], [f"m{k}"]), helper.make_node("Relu", [f"m{k}"], [f"r{k}"])]
+        x = f"r{k}"
+    if tail:
+        nodes.append(helper.make_node(tail, [x], ["t"]))
+        x = "t"
+    nodes.append(helper.make_node("Identity", [x], ["y"]))
+    return make_model(nodes, [("x", TensorProto.FLOAT, [rows, width])], [("y", TensorProto.FLOAT, [rows, width])],
+                      inits, name=f"layers{n}")
+
+
+@pytest.fixture
+def compiles(monkeypatch, tmp_path):
+    """An empty object cache, and the list of texts LLVM compiled (appended as it happens)."""
+    monkeypatch.setenv("GLOW_CACHE_DIR", str(tmp_path))
+    seen: list[str] = []
+    real = jit.compile_object
+
+    def spy(text):
+        seen.append(text)
+        return real(text)
+
+    monkeypatch.setattr(jit, "compile_object", spy)
+    return seen
+
+
+def kernels(texts) -> set[str]:
+    """The kernel symbols among compiled texts (the entry's object defines none)."""
+    return {n for t in texts for n, e in linking.parse_module(t)[1].items()
+            if e.kind == "define" and n.startswith(linking.EXPORT_PREFIX)}
+
+
+def test_stats_break_the_compile_down_by_phase(compiles):
+    exe = glow.compile(layers(2, tail="Tanh"), "cpu")
+    s = exe.stats
+    assert all(isinstance(s[k], float) and s[k] >= 0 for k in PHASES), {k: s.get(k) for k in PHASES}
+    assert s["objects"] == s["objects_compiled"] == len(compiles) and s["objects_cached"] == 0
+    slow = s["slowest_kernels"]
+    assert slow and slow == sorted(slow, key=lambda k: -k["llvm_s"])
+    ops = {i["op"] for k in slow for i in k["instrs"]}
+    assert "MatMul" in ops and all("->" in i["shapes"] for k in slow for i in k["instrs"])
+
+
+def test_identical_layers_compile_one_kernel(compiles, monkeypatch, tmp_path):
+    """A second and a third layer like the first add no kernel to compile: only the entry grows."""
+    glow.compile(layers(1), "cpu")
+    one = kernels(compiles)
+    compiles.clear()
+    monkeypatch.setenv("GLOW_CACHE_DIR", str(tmp_path / "empty"))
+    exe = glow.compile(layers(3), "cpu")
+    assert kernels(compiles) == one  # the same kernels, each compiled once
+    assert len(compiles) == len(one) + 1  # and the entry
+    x = np.random.default_rng(1).normal(size=(8, 32)).astype(np.float32)
+    ref = glow.compile(layers(3), "reference").run({"x": x})["y"]
+    np.testing.assert_allclose(exe.run({"x": x})["y"], ref, rtol=1e-5, atol=1e-5)
+
+
+def test_a_second_model_reuses_the_kernels_it_shares(compiles):
+    """Model B shares model A's layer kernel (same shapes, other weights): compiling B after A
+    compiles only what is new to B, and takes the shared kernel from the per-kernel cache."""
+    glow.compile(layers(2, tail="Tanh", seed=1), "cpu")
+    first = kernels(compiles)
+    compiles.clear()
+    exe = glow.compile(layers(2, tail="Sigmoid", seed=2), "cpu")
+    shared = first & {n for r in exe.program.module.parts for n in [r.part.defines] if n}
+    assert shared, "the two models share no kernel"
+    assert not shared & kernels(compiles)  # not compiled again
+    assert exe.stats["objects_cached"] >= len(shared)
+    x = np.random.default_rng(3).normal(size=(8, 32)).astype(np.float32)
+    ref = glow.compile(layers(2, tail="Sigmoid", seed=2), "reference").run({"x": x})["y"]
+    np.testing.assert_allclose(exe.run({"x": x})["y"], ref, rtol=1e-5, atol=1e-5)
+
+
+def test_a_warm_compile_runs_no_llvm(compiles):
+    glow.compile(layers(2), "cpu")
+    compiles.clear()
+    exe = glow.compile(layers(2), "cpu")
+    assert compiles == [] and exe.stats["cached"] and exe.stats["objects_compiled"] == 0
+
+
+# -- the splitter ---------------------------------------------------------------------------------
+
+MODULE = """; ModuleID = "m"
+target triple = "x86_64-unknown-linux-gnu"
+
+@"scratch.0" = internal global [64 x i8] zeroinitializer, align 64
+@"table" = internal constant [2 x float] [float 1.0, float 2.0]
+define void @"glow_run"(ptr %".1", i64 %".2", i64 %".3")
+{
+entry:
+  call void @"k0.Neg"(ptr %".1", i64 %".2", i64 %".3")
+  call void @"k7.Neg"(ptr %".1", i64 %".2", i64 %".3")
+  call void @"k8.Use"(ptr %".1")
+  ret void
+}
+
+define internal void @"k0.Neg"(ptr %".1", i64 %".2", i64 %".3") nounwind
+{
+entry:
+  %".4" = load float, ptr @"table"
+  store float %".4", ptr %".1", !nontemporal !0
+  ret void
+}
+
+define internal void @"k7.Neg"(ptr %".1", i64 %".2", i64 %".3") nounwind
+{
+entry:
+  %".4" = load float, ptr @"table"
+  store float %".4", ptr %".1", !nontemporal !0
+  ret void
+}
+
+define internal void @"k8.Use"(ptr %".1") nounwind
+{
+entry:
+  call void @"llvm.memcpy.p0.p0.i64"(ptr @"scratch.0", ptr %".1", i64 64, i1 0)
+  ret void
+}
+
+declare void @"llvm.memcpy.p0.p0.i64"(ptr %".1", ptr %".2", i64 %".3", i1 %".4")
+
+!0 = !{ i32 1 }
+"""
+
+
+def test_split_module_one_part_per_distinct_kernel():
+    entry, *parts = linking.split_module(MODULE)
+    assert [p.sources for p in parts] == [["k0.Neg", "k7.Neg"], ["k8.Use"]]  # identical kernels: one part
+    neg, use = parts
+    # the kernel's module: itself (exported under the hash of its text), its constants, metadata
+    assert neg.defines.startswith(linking.EXPORT_PREFIX) and f"define void @{neg.defines}(" in neg.text
+    assert '@"f.1" = internal constant' in neg.text and "!0 = !{ i32 1 }" in neg.text
+    # writable globals: defined (exported) by the entry, declared by the kernels using them
+    assert '@"scratch.0" = external global [64 x i8]' in use.text
+    assert '@"scratch.0" = global [64 x i8]' in entry.text
+    assert f"declare void @{neg.defines}(" in entry.text and "k0.Neg" not in entry.text
+    for p in (entry, neg, use):
+        llvm.parse_assembly(p.text, llvm.create_context()).verify()
+    # the same kernel at another instruction index, in another model: the same part
+    again = linking.split_module(MODULE.replace("k0.Neg", "k41.Neg").replace("k7.Neg", "k3.Neg"))
+    assert again[1].text == neg.text
+
+
+def test_the_program_links_its_objects_into_one_engine(monkeypatch, tmp_path):
+    monkeypatch.setenv("GLOW_CACHE_DIR", str(tmp_path))
+    cm = jit.CompiledModule(MODULE)
+    assert len(cm.parts) == 3
+    out = np.zeros(16, np.float32)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(cm.address("glow_run"))(
+        out.ctypes.data, 0, 1)
+    assert out[0] == 1.0
+    assert (ctypes.c_uint8 * 64).from_address(cm.engine.get_global_value_address("scratch.0"))[:4] == [0, 0, 128, 63]
+
+
+def test_a_kernel_symbol_no_sibling_defines_is_refused():
+    with pytest.raises(Exception, match="glow_k_missing"):
+        linking.check_objects([{"glow_k_missing": {"glow_run"}}, {}], [set(), {"glow_k_other"}], "m")
+    linking.check_objects([{"glow_k_other": {"glow_run"}}, {}], [set(), {"glow_k_other"}], "m")
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+def glow_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "glow.cli", *args], capture_output=True, text=True, env=env)
+
+
+def test_cli_compile_profile(tmp_path):
+    path = tmp_path / "layers.onnx"
+    onnx.save(layers(2, tail="Tanh"), path)
+    env = {**os.environ, "GLOW_CACHE_DIR": str(tmp_path / "cache")}
+    r = glow_cli("compile", str(path), "--profile", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert list(out["seconds"])[:3] == ["import", "optimise", "lower"]
+    assert {"ir", "codegen", "llvm", "load"} <= set(out["seconds"]) and out["objects_compiled"] == out["objects"]
+    assert out["slowest_kernels"]
+    r = glow_cli("compile", str(path), "--profile", env=env)
+    assert r.returncode == 0 and "llvm" in r.stdout and "0 of" in r.stdout  # everything from the cache
+    r = glow_cli("compile", str(path), "--profile", "--shape", "nope=1", env=env)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "nope" in r.stderr
