@@ -21,6 +21,8 @@ from glow import Backend, CompileOptions, Device, Executable, Graph
 from glow import dtypes as dt
 from glow.errors import BackendError
 from glow.lowering import is_host_op, rule_for
+from glow.ops import get_op
+from glow.ops.registry import EPILOGUE_PRODUCER
 from glow.passes.fusion import FUSED_OPS
 from glow.specialize import specializable
 
@@ -157,8 +159,7 @@ class CpuBackend(Backend):
         from .kernels.elementwise import emits
 
         producers = frozenset(op for (dom, op), kd in codegen.load_kernels().items()
-                              if dom in ("", "glow.cpu") and any(k.epilogue for k in kd.variants())
-                              and op in ("Conv", "ConvTranspose", "Gemm", "MatMul", "ConvNHWC"))
+                              if get_op(op, dom).in_group(EPILOGUE_PRODUCER) and any(k.epilogue for k in kd.variants()))
         # Only what the expression emitter computes goes into a fused body: `supports` also
         # accepts nodes deferred to run time, which have no code yet.
         ew = FuseElementwise(accepts=emits)
