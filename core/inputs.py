@@ -17,8 +17,10 @@ from .limits import check_alloc
 def make_inputs(graph, seed: int = 0, shapes: dict | None = None) -> dict:
     """Deterministic inputs for every graph input; `shapes` ({name: dims}, e.g. from `glow run
     --shape`) gives their shapes, else symbolic dims become 1 (silently: `glow run` warns).
-    Floats are standard normal, integers in [0, 10), bools 0 or 1."""
+    Floats are standard normal, integers in [0, 10) (below the size of the table they index,
+    when they are a Gather's indices: token-type ids index a table of 2), bools 0 or 1."""
     rng = np.random.default_rng(seed)
+    bounds = _index_bounds(graph)
     feeds = {}
     for v in graph.inputs:
         t = v.type
@@ -32,11 +34,41 @@ def make_inputs(graph, seed: int = 0, shapes: dict | None = None) -> dict:
         elif t.dtype == dt.bool_:
             arr = rng.integers(0, 2, shape).astype(bool)
         elif t.dtype.is_int:
-            arr = rng.integers(0, 10, shape).astype(t.dtype.np)
+            arr = rng.integers(0, max(1, min(10, bounds.get(v.name, 10))), shape).astype(t.dtype.np)
         else:
             raise InputError(f"input '{v.name}' has type {t}; pass it with --inputs")
         feeds[v.name] = arr
     return feeds
+
+
+#: Ops that pass index values through unchanged (ids cast, reshaped, unsqueezed on their way).
+_PASS_THROUGH = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity"})
+
+
+def _index_bounds(graph) -> dict[str, int]:
+    """{input name: size of the smallest table it indexes}, for integer inputs that reach the
+    indices of a Gather (directly or through casts and reshapes) whose data has a static dim."""
+    users: dict[int, list] = {}
+    for n in graph.nodes:
+        for i, x in enumerate(n.inputs):
+            if x is not None:
+                users.setdefault(id(x), []).append((n, i))
+    bounds = {}
+    for v in graph.inputs:
+        stack, best = [v], None
+        while stack:
+            x = stack.pop()
+            for n, i in users.get(id(x), ()):
+                if n.op.name in _PASS_THROUGH and i == 0:
+                    stack.extend(n.outputs)
+                elif n.op.name == "Gather" and i == 1:
+                    shape = getattr(n.inputs[0].type, "shape", None)
+                    axis = n.attrs.get("axis", 0)
+                    if shape and -len(shape) <= axis < len(shape) and isinstance(shape[axis], int):
+                        best = shape[axis] if best is None else min(best, shape[axis])
+        if best is not None:
+            bounds[v.name] = best
+    return bounds
 
 
 __all__ = ["make_inputs"]

@@ -1,6 +1,7 @@
 """Generated inputs (glow.inputs.make_inputs) and how `glow bench` feeds them: a fresh draw for every
 timed run, so a benchmark never times a repeated input (which may hit a cached specialisation)."""
 
+import glow
 import numpy as np
 from glow import dtypes as dt
 from glow.graph import GraphBuilder
@@ -52,3 +53,18 @@ def test_bench_times_fresh_inputs_every_call(monkeypatch):
 
     assert len({key(f) for f in untimed}) == 1  # the first and warm-up runs share the seed-0 draw
     assert len({key(f) for f in timed} | {key(untimed[0])}) == rounds + 1  # every timed run is new
+
+
+def test_generated_ids_stay_inside_the_table_they_index():
+    """`glow run bert.onnx` with generated inputs: token-type ids index a table of 2 rows (through
+    a Cast, as exporters write it); ids of another input index a table of 1000."""
+    import os
+
+    from glow.inputs import make_inputs
+    from glow.onnx_import import load_onnx
+
+    graph = load_onnx(os.path.join(os.path.dirname(__file__), "data", "exporters", "bert_dynamic.onnx"))
+    feeds = make_inputs(graph, seed=0, shapes={n: (4, 64) for n in graph.input_names})
+    assert feeds["token_type_ids"].max() <= 1 and feeds["token_type_ids"].min() >= 0
+    assert feeds["input_ids"].max() <= 9  # never past the default range, whatever the table
+    glow.compile(graph, backend="reference").run(feeds)  # no out-of-range index
