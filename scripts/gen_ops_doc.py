@@ -91,7 +91,7 @@ def render(cases, backends, passes, totals) -> str:
         if opdef is not None:
             imported += 1
         lowers = ("floor" if opdef and opdef.name in FLOOR else
-                  "rule" if opdef and rule_for(opdef.name) else "-") if opdef else ""
+                  "rule" if opdef and rule_for(opdef.name, opdef.domain) else "-") if opdef else ""
         versions = sorted(schemas.get((dom, name), []))
         since = f"{max(opdef.onnx_since, min(versions) if versions else 0)}+" if opdef else "no"
         n_cases = len(per_op.get((dom, name), []))
