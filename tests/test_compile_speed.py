@@ -52,9 +52,9 @@ def compiles(monkeypatch, tmp_path):
     seen: list[str] = []
     real = jit.compile_object
 
-    def spy(text):
+    def spy(text, *args):
         seen.append(text)
-        return real(text)
+        return real(text, *args)
 
     monkeypatch.setattr(jit, "compile_object", spy)
     return seen
@@ -162,6 +162,9 @@ declare void @"llvm.memcpy.p0.p0.i64"(ptr %".1", ptr %".2", i64 %".3", i1 %".4")
 def test_split_module_one_part_per_distinct_kernel():
     entry, *parts = linking.split_module(MODULE)
     assert [p.sources for p in parts] == [["k0.Neg", "k7.Neg"], ["k8.Use"]]  # identical kernels: one part
+    assert entry.glue and not any(p.glue for p in parts)  # only the entry is compiled as glue (O1)
+    (alone,) = linking.split_module(MODULE.split("define internal")[0].replace("call void @\"k", "; "))
+    assert not alone.glue  # a module without kernels is all code: O3
     neg, use = parts
     # the kernel's module: itself (exported under the hash of its text), its constants, metadata
     assert neg.defines.startswith(linking.EXPORT_PREFIX) and f"define void @{neg.defines}(" in neg.text

@@ -28,8 +28,9 @@ _lock = threading.Lock()
 _initialized = False
 
 
-def target_machine():
-    """A new target machine for the host (e.g. znver5 with AVX-512).
+def target_machine(opt: int = 3):
+    """A new target machine for the host (e.g. znver5 with AVX-512); `opt`: the code
+    generator's optimisation level (0: fast instruction selection).
 
     A new one per module: an MCJIT execution engine takes ownership of its target machine and
     frees it with itself, so sharing one between engines would leave the others dangling.
@@ -42,7 +43,7 @@ def target_machine():
             _initialized = True
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=host_features(),
-                                        opt=3, reloc="default", codemodel="jitdefault")
+                                        opt=opt, reloc="default", codemodel="jitdefault")
 
 
 def host_features() -> str:
@@ -90,7 +91,7 @@ def _module_name(ir_text: str) -> str:
 
 
 #: Bump when the pipeline below changes what an object holds: part of every cache key.
-PIPELINE = "split-O3-1"
+PIPELINE = "split-O3-glueO1-1"
 
 
 def compile_threads() -> int:
@@ -118,23 +119,26 @@ class PartResult:
         return self.parse_s + self.opt_s + self.emit_s
 
 
-def compile_object(text: str) -> tuple[bytes, float, float, float]:
+def compile_object(text: str, glue: bool = False) -> tuple[bytes, float, float, float]:
     """Object code of one module's IR text, on a context of its own (safe on any thread):
-    (object, parse seconds, optimise seconds, emit seconds)."""
-    tm = target_machine()
+    (object, parse seconds, optimise seconds, emit seconds). O3 for the host CPU; `glue` (a
+    program's entry, which only sequences kernel calls): O1 and fast instruction selection, half
+    the time on a large entry."""
+    tm = target_machine(0 if glue else 3)
     t0 = time.perf_counter()
     mod = llvm.parse_assembly(text, llvm.create_context())
     mod.verify()
     t1 = time.perf_counter()
-    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=3))
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=1 if glue else 3))
     pb.getModulePassManager().run(mod, pb)
     t2 = time.perf_counter()
     obj = tm.emit_object(mod)
     return obj, t1 - t0, t2 - t1, time.perf_counter() - t2
 
 
-def _key(text: str) -> str:
-    return hashlib.sha256("\0".join([text, host_description(), llvmlite.__version__, PIPELINE]).encode()).hexdigest()
+def _key(part: linking.Part) -> str:
+    return hashlib.sha256("\0".join([part.text, host_description(), llvmlite.__version__, PIPELINE,
+                                     "glue" if part.glue else ""]).encode()).hexdigest()
 
 
 class CompiledModule:
@@ -169,7 +173,7 @@ class CompiledModule:
         if use_cache:
             for r in self.parts:
                 if not r.cached:
-                    _store(_key(r.part.text), r.obj)
+                    _store(_key(r.part), r.obj)
         empty = llvm.parse_assembly(f'target triple = "{llvm.get_process_triple()}"')
         self.engine = llvm.create_mcjit_compiler(empty, tm)
         for o in objs:
@@ -182,11 +186,12 @@ class CompiledModule:
         results: list[PartResult | None] = []
         missing = []
         for p in parts:
-            obj = _load_cached(_key(p.text)) if use_cache else None
+            obj = _load_cached(_key(p)) if use_cache else None
             results.append(None if obj is None else PartResult(p, obj, True))
             if obj is None:
                 missing.append(len(results) - 1)
 
+        missing.sort(key=lambda k: -len(parts[k].text))  # longest first: the pool ends together
         threads = min(compile_threads(), len(missing))
         if threads > 1:
             with ThreadPoolExecutor(threads, thread_name_prefix="glow-llvm") as pool:
@@ -214,7 +219,7 @@ class CompiledModule:
 
 
 def _fresh(part: linking.Part) -> PartResult:
-    obj, parse_s, opt_s, emit_s = compile_object(part.text)
+    obj, parse_s, opt_s, emit_s = compile_object(part.text, part.glue)
     return PartResult(part, obj, False, parse_s, opt_s, emit_s)
 
 

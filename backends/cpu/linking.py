@@ -203,6 +203,7 @@ class Part:
     text: str
     defines: str = ""
     sources: list[str] = field(default_factory=list)
+    glue: bool = False  # an entry whose kernels are parts of their own: compiled without optimisation
 
 
 def parse_module(text: str) -> tuple[list[str], dict[str, Entity]]:
@@ -331,7 +332,7 @@ def split_module(text: str) -> list[Part]:
     roots = [n for n, e in ents.items() if e.kind == "define" and not e.internal]
     roots += [n for n, e in ents.items() if e.kind == "global" and not e.constant and n not in roots]
     entry = module(roots, {n: exported[n] for n in kernels}, entry=True)
-    return [Part(entry), *parts.values()]
+    return [Part(entry, glue=bool(parts)), *parts.values()]
 
 
 __all__ = ["LIBC", "LIBM", "Part", "bind", "check", "provide", "split_module", "undefined_symbols"]
