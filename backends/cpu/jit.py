@@ -98,7 +98,11 @@ def compile_threads() -> int:
     """Threads that compile kernels at once: $GLOW_COMPILE_THREADS, else the CPUs this process
     may use (LLVM runs outside the GIL: llvmlite calls it through ctypes)."""
     env = os.environ.get("GLOW_COMPILE_THREADS", "").strip()
-    if env.isdigit() and int(env) > 0:
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            from glow.errors import BackendError
+
+            raise BackendError(f"GLOW_COMPILE_THREADS must be a positive integer, got {env!r}")
         return int(env)
     return max(1, min(len(os.sched_getaffinity(0)), 16))
 
@@ -192,7 +196,7 @@ class CompiledModule:
                 missing.append(len(results) - 1)
 
         missing.sort(key=lambda k: -len(parts[k].text))  # longest first: the pool ends together
-        threads = min(compile_threads(), len(missing))
+        threads = min(compile_threads(), len(missing)) if len(missing) > 1 else len(missing)
         if threads > 1:
             with ThreadPoolExecutor(threads, thread_name_prefix="glow-llvm") as pool:
                 done = list(pool.map(lambda k: _fresh(parts[k]), missing))
