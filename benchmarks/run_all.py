@@ -128,6 +128,7 @@ def markdown(data: dict) -> str:
     opencl = _opencl_section()
     if opencl:
         lines += opencl
+    lines += MORE
     if data.get("gflops"):
         lines += ["## Throughput", "", "| model | threads | GFLOP | glow GFLOP/s | onnxruntime GFLOP/s |",
                   "|---|---|---|---|---|"]
@@ -190,6 +191,13 @@ def _opencl_section() -> list[str]:
             "as many threads as cores; details, kernel build times and where the time goes in "
             "[performance-opencl.md](performance-opencl.md).", "", *table(data), ""]
 
+
+#: Hand-written pages beside this generated one (this script never rewrites them).
+MORE = ["## More", "",
+        "- [performance-dynamic.md](performance-dynamic.md): token-id models with fresh inputs every call, "
+        "symbolic shapes, new-shape latency (`python benchmarks/dynamic.py`).",
+        "- [compile-time.md](compile-time.md): cold compiles by phase and what was done about them "
+        "(`glow compile MODEL --profile`).", ""]
 
 NOTES = """## Where the time goes
 
