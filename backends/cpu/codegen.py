@@ -4,7 +4,7 @@
 
 ctx is an array of pointers: [arena, weights blob, sync state, inputs..., outputs...]. Each
 thread of the pool that gets to run calls the entry; every kernel call in it is a *phase*
-(kernels/sync.py): its work is cut into chunks that the threads claim, and a thread waits only
+(sync.py): its work is cut into chunks that the threads claim, and a thread waits only
 for the earlier phases whose memory this one conflicts with. A kernel splits its work by the
 (tid, nthreads) it is passed, which is its chunk and the number of chunks; a small one is one
 chunk (`cg.call(fn, args, single=True)`), run by whichever thread claims it. The calls of one

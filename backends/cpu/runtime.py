@@ -2,7 +2,7 @@
 
 A `NativeProgram` owns everything one inference touches: the arena (one 64-byte aligned block,
 laid out by the static memory plan), the weights blob (packed once at compile time), the sync
-state (counters per kernel call, zeroed before each inference: kernels/sync.py) and the ctx
+state (counters per kernel call, zeroed before each inference: sync.py) and the ctx
 pointer array the entry reads. Before the native call every input is checked against the
 program's exact shapes and element types: the generated code has constant shapes baked in, so a
 wrong input must never reach it.
