@@ -22,10 +22,11 @@ import threading
 import time
 
 import numpy as np
-from glow import Executable, ProfileRecord
+from glow import Executable
 from glow.render import DeviceParams
 from glow.render.indexing import IndexRecord
 from glow.render.layout import launch_offsets
+from glow.render.program import kernel_records
 
 
 class CudaDevice:
@@ -112,16 +113,8 @@ class CudaExecutable(Executable):
         t0 = time.perf_counter()
         outs, events = self._launch(feeds, timed=True)
         seconds = time.perf_counter() - t0
-        per_instr, records = {}, []
-        for what, start, end in events:
-            took = max(cp.cuda.get_elapsed_time(start, end), 0.0) * 1e-3
-            if isinstance(what, tuple):  # (op, name) of a copy in or out
-                records.append(ProfileRecord(what[1], what[0], took))
-            else:
-                per_instr[id(what)] = per_instr.get(id(what), 0.0) + took
-        records += [ProfileRecord(i.name, i.opname, per_instr.get(id(i), 0.0))
-                    for i in self.compiled.ir.fn.instrs if i.kind not in ("alloc", "dealloc")]
-        return records, "kernel", outs, seconds
+        timed = [(what, max(cp.cuda.get_elapsed_time(start, end), 0.0) * 1e-3) for what, start, end in events]
+        return kernel_records(self.compiled.ir.fn, timed), "kernel", outs, seconds
 
     def _launch(self, feeds, timed: bool = False):
         """Run on the stream: (outputs, [(instruction or (op, name) of a copy, start event, end

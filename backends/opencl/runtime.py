@@ -18,10 +18,11 @@ import time
 import warnings
 
 import numpy as np
-from glow import Executable, ProfileRecord
+from glow import Executable
 from glow.render import DeviceParams
 from glow.render.indexing import IndexRecord
 from glow.render.layout import launch_offsets
+from glow.render.program import kernel_records
 
 
 class ClDevice:
@@ -110,17 +111,8 @@ class ClExecutable(Executable):
         t0 = time.perf_counter()
         outs, events = self._enqueue(feeds, q, timed=True)
         seconds = time.perf_counter() - t0
-        per_instr = {}
-        records = []
-        for what, evt in events:
-            took = max(evt.profile.end - evt.profile.start, 0) * 1e-9
-            if isinstance(what, tuple):  # (op, name) of a copy in or out
-                records.append(ProfileRecord(what[1], what[0], took))
-            else:
-                per_instr[id(what)] = per_instr.get(id(what), 0.0) + took
-        records += [ProfileRecord(i.name, i.opname, per_instr.get(id(i), 0.0))
-                    for i in self.compiled.ir.fn.instrs if i.kind not in ("alloc", "dealloc")]
-        return records, "kernel", outs, seconds
+        timed = [(what, max(evt.profile.end - evt.profile.start, 0) * 1e-9) for what, evt in events]
+        return kernel_records(self.compiled.ir.fn, timed), "kernel", outs, seconds
 
     def _enqueue(self, feeds, q, timed: bool = False):
         """Run on queue `q`: (outputs, [(instruction or (op, name) of a copy, event)] when

@@ -78,3 +78,19 @@ def program_source(renderer, kernels) -> str:
     parts = renderer.preamble(features) + render_helpers(renderer, helpers)
     parts += [k.source for k in kernels]
     return "\n".join(parts) + "\n"
+
+
+def kernel_records(fn, timed) -> list:
+    """ProfileRecords of one timed run: `timed` holds (what, seconds) for every launch and copy,
+    `what` an IR instruction (summed per instruction: one record each, in program order, zero
+    for those that launched nothing) or the (op, name) of a copy in or out (a record each)."""
+    from ..backend import ProfileRecord
+
+    per_instr, records = {}, []
+    for what, took in timed:
+        if isinstance(what, tuple):
+            records.append(ProfileRecord(what[1], what[0], took))
+        else:
+            per_instr[id(what)] = per_instr.get(id(what), 0.0) + took
+    return records + [ProfileRecord(i.name, i.opname, per_instr.get(id(i), 0.0))
+                      for i in fn.instrs if i.kind not in ("alloc", "dealloc")]
