@@ -121,7 +121,7 @@ class CpuBackend(Backend):
         try:
             from . import jit
 
-            jit.target_machine()
+            jit.check_host()
         except Exception as e:  # noqa: BLE001 - the reason is what `glow backends` shows
             raise BackendError(f"llvmlite cannot target this CPU: {e}") from e
 
@@ -196,7 +196,10 @@ class CpuBackend(Backend):
         return SpecializingExecutable(graph, static, compile_static, options)
 
     def devices(self) -> list[Device]:
-        f = host_figures()
+        try:
+            f = host_figures()
+        except BackendError as e:  # a bad GLOW_CPU_ISA: said when compiling, not "unavailable"
+            return [Device(self.name, "0", kind="cpu", extra={"threads": _threads_or_none(), "error": str(e)})]
         return [Device(self.name, "0", kind="cpu", peak_gflops=f["peak_gflops"],
                        mem_bandwidth_gbs=f["bandwidth_gbs"], transfer_gbs=f["bandwidth_gbs"],
                        extra={"threads": _threads_or_none(), "cpu": f["cpu"],

@@ -42,21 +42,78 @@ def target_machine(opt: int = 3):
             llvm.initialize_native_asmprinter()
             _initialized = True
     target = llvm.Target.from_default_triple()
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=host_features(),
+    return target.create_target_machine(cpu=cpu_name(), features=host_features(),
                                         opt=opt, reloc="default", codemodel="jitdefault")
 
 
+def check_host() -> None:
+    """Raise unless llvmlite can make code for this CPU (what `glow backends` reports); unlike
+    `target_machine`, independent of $GLOW_CPU_ISA, whose bad value is an error when compiling."""
+    global _initialized
+    with _lock:
+        if not _initialized:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            _initialized = True
+    llvm.Target.from_default_triple().create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                                            features=llvm.get_host_cpu_features().flatten())
+
+
+#: The instruction-set levels glow's code is made for, richest first.
+ISAS = ("avx512", "avx2", "generic")
+#: Features an `avx2` build turns off on a richer host (each implies AVX-512 registers).
+_WIDER_THAN_AVX2 = ("+avx512", "+avx10", "+amx", "+evex512")
+
+
+def host_isa() -> str:
+    """The richest level this CPU runs: avx512 (F, BW, DQ, VL), avx2 (with FMA) or generic."""
+    f = set(llvm.get_host_cpu_features().flatten().split(","))
+    if {"+avx512f", "+avx512bw", "+avx512dq", "+avx512vl"} <= f:
+        return "avx512"
+    return "avx2" if {"+avx2", "+fma"} <= f else "generic"
+
+
+def isa() -> str:
+    """The level the code is made for: $GLOW_CPU_ISA (avx512, avx2 or generic: a lower level
+    than the host's, so every path runs and is tested on one machine), else the host's own. A
+    level the host cannot execute is a BackendError."""
+    host = host_isa()
+    want = os.environ.get("GLOW_CPU_ISA", "").strip().lower()
+    if not want:
+        return host
+    if want not in ISAS:
+        from glow.errors import BackendError
+
+        raise BackendError(f"GLOW_CPU_ISA must be one of {', '.join(ISAS)}, got {want!r}")
+    if ISAS.index(want) < ISAS.index(host):
+        from glow.errors import BackendError
+
+        raise BackendError(f"GLOW_CPU_ISA={want}: this CPU ({llvm.get_host_cpu_name()}) runs at most {host}")
+    return want
+
+
+def cpu_name() -> str:
+    """LLVM's CPU name for the code: the host's, or plain x86-64 for the generic level."""
+    return "x86-64" if isa() == "generic" else llvm.get_host_cpu_name()
+
+
 def host_features() -> str:
-    """The host CPU's features for LLVM, then $GLOW_CPU_FEATURES (e.g. "-f16c"), which win: how
-    tests make the code a CPU without some extension gets (tests/test_cpu_selfcontained.py)."""
+    """The features for LLVM: the host's (an avx2 level turns off everything AVX-512; generic
+    starts from none), then $GLOW_CPU_FEATURES (e.g. "-f16c"), which win: how tests make the code a
+    CPU without some extension gets (tests/test_cpu_selfcontained.py, tests/test_cpu_isa.py)."""
+    level = isa()
     features = llvm.get_host_cpu_features().flatten()
+    if level == "avx2":
+        features = ",".join("-" + f[1:] if f.startswith(_WIDER_THAN_AVX2) else f for f in features.split(","))
+    elif level == "generic":
+        features = ""
     extra = os.environ.get("GLOW_CPU_FEATURES", "").strip(" ,")
-    return f"{features},{extra}" if extra else features
+    return ",".join(x for x in (features, extra) if x)
 
 
 def host_description() -> str:
     target_machine()
-    return f"{llvm.get_process_triple()} {llvm.get_host_cpu_name()} {host_features()}"
+    return f"{llvm.get_process_triple()} {cpu_name()} {host_features()}"
 
 
 def cache_dir() -> str | None:
