@@ -102,3 +102,16 @@ def test_a_bad_level_is_a_one_line_error_not_another_backend(value):
                        env=env, timeout=300)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr
     assert "GLOW_CPU_ISA" in r.stderr
+
+
+@pytest.mark.parametrize("level", ["avx2", "generic"])
+def test_the_kernel_suite_passes_at_each_lower_level(level, tmp_path):
+    """tests/test_cpu_kernels.py (every kernel against NumPy) again with the code made for a lower
+    level than the host's, in a child pytest (the level is read when code is made)."""
+    if level not in _levels() or level == _levels()[0]:
+        pytest.skip(f"{level} is not a lower level this CPU executes (that one is the main suite's)")
+    suite = os.path.join(os.path.dirname(__file__), "test_cpu_kernels.py")
+    env = {**os.environ, "GLOW_CPU_ISA": level, "GLOW_CACHE_DIR": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", suite],
+                       capture_output=True, text=True, env=env, timeout=1800, cwd=os.path.dirname(suite))
+    assert r.returncode == 0, r.stdout[-3000:]

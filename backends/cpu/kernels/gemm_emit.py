@@ -29,27 +29,39 @@ from ..irutil import F32, I1, I32, I64, PTR, VEC, KernelBuilder, vec
 MR = 14
 NV = 2
 NR = NV * VEC
-#: Register tiles by vectors per row: 16 * nv columns x rows, with rows * nv <= 28 accumulators,
-#: and their speed relative to 6 x 64 (measured on ResNet-50's layers on Zen 5).
-TILE_ROWS = {1: 14, 2: 14, 3: 8, 4: 6}
-TILE_SPEED = {1: 0.75, 2: 0.95, 3: 0.88, 4: 1.0}
+#: Register tiles per instruction-set level (GLOW_CPU_ISA, jit.isa()): {vectors per row: rows}
+#: (a tile is rows x 16 * nv columns) and each tile's speed relative to the best.
+#: avx512 (32 zmm): rows * nv <= 28 accumulators; speeds measured on ResNet-50's layers on Zen 5.
+#: avx2 (16 ymm): a 16-lane vector is two ymm registers, so 6 x 16 (12 ymm accumulators, two for
+#: B, one broadcast of A: the classic AVX2 micro-kernel) or 3 x 32; 14 x 32 would spill.
+#: generic (16 xmm, SSE2): a 16-lane vector is four xmm registers: 3 x 16.
+TILES = {
+    "avx512": ({1: 14, 2: 14, 3: 8, 4: 6}, {1: 0.75, 2: 0.95, 3: 0.88, 4: 1.0}),
+    "avx2": ({1: 6, 2: 3}, {1: 1.0, 2: 0.8}),
+    "generic": ({1: 3}, {1: 1.0}),
+}
 
 
 def choose_tile(cols: int) -> tuple[int, int]:
-    """(rows, vectors) of the register tile for a result `cols` wide: the least time per column
-    computed, counting the padding of the last panel.
+    """(rows, vectors) of the register tile for a result `cols` wide, for the instruction-set
+    level the code is made for: the least time per column computed, counting the padding of
+    the last panel.
 
-    Wide results take 6 x 64 tiles: 24 accumulators, and each k step broadcasts only 6 scalars
-    of A for 24 FMAs, which measured 5-10 % faster than 14 x 32 on ResNet's layers and up to 60 %
-    on its small 7 x 7 ones (fewer A streams, less row waste). 80 columns (ShuffleNet's groups)
-    take 14 x 32 tiles instead (96 columns computed rather than 128); 10 columns 14 x 16.
+    On AVX-512, wide results take 6 x 64 tiles: 24 accumulators, and each k step broadcasts only
+    6 scalars of A for 24 FMAs, which measured 5-10 % faster than 14 x 32 on ResNet's layers and
+    up to 60 % on its small 7 x 7 ones (fewer A streams, less row waste). 80 columns (ShuffleNet's
+    groups) take 14 x 32 tiles instead (96 columns computed rather than 128); 10 columns 14 x 16.
     """
+    from ..jit import isa
+
+    rows, speed = TILES[isa()]
+
     def cost(nv):
         width = 16 * nv
-        return -(-cols // width) * width / TILE_SPEED[nv]
+        return -(-cols // width) * width / speed[nv]
 
-    nv = min(TILE_ROWS, key=lambda v: (cost(v), -v))
-    return TILE_ROWS[nv], nv
+    nv = min(rows, key=lambda v: (cost(v), -v))
+    return rows[nv], nv
 
 
 def pack_b(b: np.ndarray, nr: int = NR, transposed: bool = False) -> np.ndarray:
