@@ -28,6 +28,16 @@ _lock = threading.Lock()
 _initialized = False
 
 
+def _initialize() -> None:
+    """LLVM's native target and assembly printer, once per process."""
+    global _initialized
+    with _lock:
+        if not _initialized:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            _initialized = True
+
+
 def target_machine(opt: int = 3):
     """A new target machine for the host (e.g. znver5 with AVX-512); `opt`: the code
     generator's optimisation level (0: fast instruction selection).
@@ -35,12 +45,7 @@ def target_machine(opt: int = 3):
     A new one per module: an MCJIT execution engine takes ownership of its target machine and
     frees it with itself, so sharing one between engines would leave the others dangling.
     """
-    global _initialized
-    with _lock:
-        if not _initialized:
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            _initialized = True
+    _initialize()
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(cpu=cpu_name(), features=host_features(),
                                         opt=opt, reloc="default", codemodel="jitdefault")
@@ -49,12 +54,7 @@ def target_machine(opt: int = 3):
 def check_host() -> None:
     """Raise unless llvmlite can make code for this CPU (what `glow backends` reports); unlike
     `target_machine`, independent of $GLOW_CPU_ISA, whose bad value is an error when compiling."""
-    global _initialized
-    with _lock:
-        if not _initialized:
-            llvm.initialize_native_target()
-            llvm.initialize_native_asmprinter()
-            _initialized = True
+    _initialize()
     llvm.Target.from_default_triple().create_target_machine(cpu=llvm.get_host_cpu_name(),
                                                             features=llvm.get_host_cpu_features().flatten())
 
