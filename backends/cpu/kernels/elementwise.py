@@ -113,7 +113,7 @@ def emit_strided(cg, name: str, shape, accesses: list, body, *, single: bool | N
         hi = kb.i64(sizes[depth]) if hi is None else hi
         if depth == len(sizes) - 1:
             return inner(bases, lo, hi)
-        with kb.loop(lo, hi, name=f"d{depth}") as i:
+        with kb.loop(lo, hi, name=f"d{depth}", unroll=False) as i:
             nest(depth + 1, [b.add(base, b.mul(i, kb.i64(st[depth]))) for base, st in zip(bases, strides)])
 
     bases = [kb.i64(0) for a in present]  # offsets go into the pointers: same-shaped kernels dedupe
