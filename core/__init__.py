@@ -1,7 +1,7 @@
 """Glow for Python: a plugin-based multi-backend neural-network compiler for ONNX models."""
 
 from . import dtypes
-from .api import available_backends, compile
+from .api import available_backends, compile, load
 from .backend import API_VERSION, Backend, CompileOptions, Device, Executable, Profile, ProfileRecord, TensorInfo
 from .errors import (
     BackendError,
@@ -34,6 +34,6 @@ __all__ = [
     "API_VERSION", "Backend", "BackendError", "CompileOptions", "Device", "Executable", "GlowError",
     "Graph", "GraphBuilder", "GraphError", "InputError", "InternalError", "LoweringError",
     "ModelLoadError", "Node", "Profile", "ProfileRecord", "TensorInfo", "UnsupportedOpError", "Value",
-    "available_backends", "compile", "dtypes", "hookimpl",
+    "available_backends", "compile", "dtypes", "hookimpl", "load",
     "load_onnx", "run_graph",
 ]

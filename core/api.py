@@ -29,6 +29,16 @@ def as_graph(model) -> Graph:
     raise TypeError(f"expected a Graph, an ONNX ModelProto or a path, got {type(model).__name__}")
 
 
+def load(path, *, threads: int | None = None) -> Executable:
+    """An executable saved with `exe.save(path)`, ready to run without compiling. A file from
+    another glow build, or compiled for another CPU or instruction-set level, is refused with a
+    one-line error. The file holds machine code: load only files you trust (glow.saved)."""
+    from .saved import load as load_saved
+
+    with internal_errors(f"loading saved executable {path}"):
+        return load_saved(path, threads=threads)
+
+
 def compile(model, backend: str | None = None, *, native: str | None = None,
             threads: int | None = None, devices=None, optimize: bool = True, pins=None, bans=None,
             strict: bool = False, objective: str = "latency", progress=None) -> Executable:

@@ -223,6 +223,21 @@ class Executable:
         outs = self._run(feeds)
         return [ProfileRecord(self.graph.name, "(whole run)", time.perf_counter() - t0)], "run", outs
 
+    # -- optional: saving (core/saved.py) ------------------------------------------------------
+    def save(self, path) -> None:
+        """Write this executable to one file that `glow.load(path)` opens in another process
+        without compiling (the cpu backend's executables of graphs with static shapes). The file
+        holds machine code: load only files you trust. Written atomically."""
+        from .saved import save
+
+        save(self, path)
+
+    def _saved_state(self) -> tuple[str, dict, dict]:
+        """Optional: (backend name, JSON-able state, {section name: numpy array}) for `save`;
+        the backend's `Backend.load_saved` makes the executable again from them."""
+        raise BackendError(f"{type(self).__name__} cannot be saved: saving is built for the cpu backend's "
+                           "executables of graphs with static shapes")
+
     def submit(self, feeds: dict, outputs=None) -> Future:
         """Start a run and return a concurrent.futures.Future of its outputs at once. A
         single-device executable runs its requests one after another, in submission order, on
@@ -259,8 +274,9 @@ class Backend:
 
     The whole contract glow relies on is declared here (nothing else is looked up by name):
     `name`, `api_version`, `priority`, `description`; `check_available`, `devices`, `supports`,
-    `defers`, `native_ops`, `fusions`, `transform_graph`, `compile`; and for multi-device runs
-    `to_device` / `to_host` (with `Executable.run_device`)."""
+    `defers`, `native_ops`, `fusions`, `transform_graph`, `compile`; for multi-device runs
+    `to_device` / `to_host` (with `Executable.run_device`); for saved executables `load_saved`
+    (with `Executable._saved_state`)."""
 
     name: str = ""
     api_version: str = API_VERSION
@@ -308,6 +324,13 @@ class Backend:
 
     def compile(self, graph: Graph, options: CompileOptions) -> Executable:  # pragma: no cover
         raise BackendError(f"backend '{self.name}' does not implement compile()")
+
+    def load_saved(self, graph: Graph, state: dict, sections: dict, options: CompileOptions,
+                   where: str) -> Executable:
+        """Optional: the executable that `Executable._saved_state` described, from a file that
+        glow.load read (`graph`: the inputs and outputs only; `sections`: {name: uint8 array};
+        `where`: the file, for errors). Refuse state this host cannot run with a BackendError."""
+        raise BackendError(f"{where}: backend '{self.name}' cannot load saved executables")
 
     # Transfers for the partitioner's runtime: host staging by default.
     def to_device(self, array: np.ndarray, device: Device):

@@ -115,8 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--profile", action="store_true", help="compile for the backend and print where "
                    "the time went, by phase, and the kernels LLVM took longest on (cpu); a model with "
                    "dynamic shapes is compiled for --shape (symbolic dims 1 where not given)")
+    c.add_argument("--save", metavar="FILE", help="compile for the backend and save the executable to "
+                   "FILE, which `glow run FILE` and glow.load(FILE) run without compiling (cpu backend; "
+                   "a model with dynamic shapes is saved for --shape)")
     c.add_argument("--shape", action="append", default=[], metavar="NAME=DxD...",
-                   help="with --profile: an input's shape to compile for (repeatable)")
+                   help="with --profile or --save: an input's shape to compile for (repeatable)")
     c.set_defaults(func=cmd_compile)
 
     bn = sub.add_parser("bench", help="time a model against onnxruntime (interleaved, medians)",
@@ -294,28 +297,38 @@ def cmd_run(args) -> int:
     shapes = parse_shapes(args.shape)
     if shapes and args.inputs:
         raise InputError("--shape sets generated inputs; with --inputs the arrays' shapes count")
+    saved = _is_saved(args.model)
+    if saved and (args.backend or args.native or placement["devices"]):
+        raise InputError(f"{args.model} is a saved executable, compiled already: --backend, --native and "
+                         "--devices apply to ONNX models")
     be_name = args.backend
     if args.backend:
         registry().get(args.backend)  # an unknown or unavailable backend fails before any work
-    elif not placement["devices"]:
+    elif not placement["devices"] and not saved:
         be_name = registry().default().name
     if args.outputs:
         check_writable(args.outputs, "outputs")  # so does an output file that cannot be written
     with Phases(["import", "optimise", "lower", "compile"], desc="glow run") as ph:
         ph.start("import")
-        graph = load_onnx(args.model)
+        t0 = time.perf_counter()
+        exe = api.load(args.model, threads=args.threads) if saved else None  # nothing to compile
+        compile_s = time.perf_counter() - t0
+        graph = exe.graph if saved else load_onnx(args.model)
         if args.inputs:
             feeds = _load_inputs(args.inputs, graph)
         else:
             dims = input_shapes(graph, shapes)  # bad --shape before the long compile
             feeds = make_inputs(graph, args.seed, dims)
         t0 = time.perf_counter()
-        if placement["devices"]:
+        if saved:
+            be_name = f"{graph.meta['backend']} (loaded from {args.model})"
+        elif placement["devices"]:
             exe = api.compile(graph, native=args.native, threads=args.threads, progress=ph.start, **placement)
         else:
             exe = api.compile(graph, backend=args.backend, native=args.native, threads=args.threads,
                               progress=ph.start)
-        compile_s = time.perf_counter() - t0
+        if not saved:
+            compile_s = time.perf_counter() - t0
     if placement["devices"]:
         print(f"partitioned over {', '.join(t.name for t in exe.placement.targets)}: "
               f"{len(exe.placement.partitions)} partition(s) (see `glow partition` for the report)")
@@ -323,7 +336,8 @@ def cmd_run(args) -> int:
     cached = (getattr(exe, "stats", None) or {}).get("cached")
     how = "" if cached is None else " (from the object cache)" if cached else " (fresh: not in the object cache)"
     where = f"backend {be_name}" if be_name else f"devices {', '.join(t.name for t in exe.placement.targets)}"
-    compiled = f"{where}; compiled in {compile_s:.3f} s{how}"  # said once the run worked: an error stays one line
+    # said once the run worked: an error stays one line
+    compiled = f"{where}; loaded in {compile_s:.3f} s" if saved else f"{where}; compiled in {compile_s:.3f} s{how}"
     # Symbolic dims: the code-generating backends compile for the shapes seen on the first run.
     first_note = "" if graph.is_static() else " (a first run with new shapes includes compiling for them)"
     times = []
@@ -345,6 +359,19 @@ def cmd_run(args) -> int:
         _save_npz_atomic(args.outputs, outs)
         print(f"wrote {len(outs)} output(s) to {args.outputs}")
     return 0
+
+
+def _is_saved(path: str) -> bool:
+    """Whether `path` is a file `exe.save` wrote (glow.saved), by its first bytes."""
+    from .saved import MAGIC
+
+    if not os.path.isfile(path):  # a FIFO or device is never opened here: the model reader refuses it
+        return False
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
 
 
 def report(line: str):
@@ -480,10 +507,14 @@ def cmd_backends(args) -> int:
 
 # -- compile ---------------------------------------------------------------------------------------
 def cmd_compile(args) -> int:
+    if args.profile and args.save:
+        raise InputError("pass either --profile or --save, not both")
     if args.profile:
         return compile_profile(args)
+    if args.save:
+        return compile_save(args)
     if args.shape:
-        raise InputError("--shape applies with --profile")
+        raise InputError("--shape applies with --profile or --save")
     from . import flow
     from .onnx_import import load_onnx
     from .plugins import registry
@@ -521,6 +552,29 @@ def cmd_compile(args) -> int:
         print(format_ir(fn, plan))
     else:
         print(format_memory_plan(fn, plan))
+    return 0
+
+
+def compile_save(args) -> int:
+    """`glow compile MODEL --save FILE`: compile as `glow run` does and write the executable. A
+    model with symbolic dims is first made static for --shape (1 where not given)."""
+    from . import api
+    from .inputs import make_inputs
+    from .onnx_import import load_onnx
+    from .specialize import specialize
+
+    if args.dump != "graph" or args.no_optimize or args.json:
+        raise InputError("--save compiles as `glow run` does: no --dump, --json or --no-optimize with it")
+    check_writable(args.save, "saved executable")
+    graph = load_onnx(args.model)
+    shapes = parse_shapes(args.shape)
+    if shapes or not graph.is_static():
+        graph, _ = specialize(graph, make_inputs(graph, 0, input_shapes(graph, shapes, warn=report)))
+    t0 = time.perf_counter()
+    exe = api.compile(graph, backend=args.backend, native=args.native)
+    compile_s = time.perf_counter() - t0
+    exe.save(args.save)
+    report(f"compiled in {compile_s:.3f} s; saved to {args.save} ({os.path.getsize(args.save)} bytes)")
     return 0
 
 

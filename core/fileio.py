@@ -57,13 +57,14 @@ def _temp_beside(path: str, suffix: str, what: str) -> tuple[int, str]:
 
 
 def read_regular_file(path: str, limit: int, what: str, offset: int = 0, length: int | None = None,
-                      limit_note: str = "", error: type = ModelLoadError) -> bytes:
+                      limit_note: str = "", error: type = ModelLoadError, into=None):
     """`length` bytes (default: to the end) from `offset` of the regular file `path` (holding
     `what`, e.g. "an ONNX model"), checked before reading: a FIFO, a device (/dev/zero) or a
     folder is refused instead of hanging or reading without end, and so is a read past the end
     of the file or of more than `limit` bytes. `error` (ModelLoadError unless given) names the
     file. The file is opened non-blocking and checked through its descriptor, so a FIFO swapped
-    in after a check cannot block the open either."""
+    in after a check cannot block the open either. `into(n)`, when given, makes the writable
+    buffer the n bytes are read into (returned instead of bytes: e.g. an aligned array)."""
     if "\0" in path:
         raise error(f"{path!r}: the path of {what} contains a NUL character")
     too_many = limit_note or f"bytes {what} may have"
@@ -97,11 +98,21 @@ def read_regular_file(path: str, limit: int, what: str, offset: int = 0, length:
                         f"{st.st_size}")
         try:
             f.seek(offset)
-            data = f.read(length)
+            if into is None:
+                data = f.read(length)
+                got = len(data)
+            else:
+                data, got = into(length), 0
+                view = memoryview(data).cast("B")
+                while got < length:
+                    n = f.readinto(view[got:])
+                    if not n:
+                        break
+                    got += n
         except OSError as e:
             raise error(f"{path}: cannot read: {e.strerror}") from None
-    if len(data) != length:  # the file shrank while we read it
-        raise error(f"{path}: too short: {length} bytes at offset {offset} asked for, read {len(data)}")
+    if got != length:  # the file shrank while we read it
+        raise error(f"{path}: too short: {length} bytes at offset {offset} asked for, read {got}")
     return data
 
 

@@ -209,6 +209,11 @@ class SpecializingExecutable(Executable):
         exe, rest = self.specialized(feeds)
         return exe._profile(rest)
 
+    def _saved_state(self):
+        raise BackendError(f"graph '{self.graph.name}' has dynamic input shapes, which a saved executable "
+                           "cannot hold yet: save a compile for fixed shapes (`glow compile MODEL --save FILE "
+                           "--shape NAME=DxD`)")
+
     @property
     def stats(self) -> dict:
         """Compiles so far, their total seconds, the cache (entries, limit, bytes held by the

@@ -123,7 +123,7 @@ def _api_compatible(version: str) -> bool:
 class Registry:
     """All backends glow knows, available or not, built once per process (or per `reload()`)."""
 
-    def __init__(self, config: dict | None = None):
+    def __init__(self, config: dict | None = None, only: str | None = None):
         #: Where the config came from, for error messages.
         self.config_source = config_path() if config is None else "plugins config"
         if config is None:
@@ -135,10 +135,11 @@ class Registry:
         self.pm.add_hookspecs(hookspecs)
         self.records: dict[str, BackendRecord] = {}
         self.failed_plugins: dict[str, str] = {}
-        self._discover()
+        self._discover(only)
 
     # -- discovery ---------------------------------------------------------------------------------
-    def _discover(self):
+    def _discover(self, only: str | None = None):
+        """Load every plugin (`only`: just the one of that name, see `backend`)."""
         plugins_cfg = self.config.get("plugins", {})
         disabled = set(plugins_cfg.get("disabled", []))
         sources = []
@@ -148,6 +149,8 @@ class Registry:
             sources.append((ep.name, f"entry point {ep.value}", ep.load))
         for mod in plugins_cfg.get("modules", []):
             sources.append((mod, f"plugins.toml module {mod}", lambda m=mod: importlib.import_module(m)))
+        if only is not None:
+            sources = [s for s in sources if s[0] == only]
         for name, source, load in sources:
             try:
                 plugin = load()
@@ -326,6 +329,23 @@ def registry() -> Registry:
         if _registry is None:
             _registry = Registry()
         return _registry
+
+
+def backend(name: str):
+    """The available backend called `name`. Before this process has built the registry, only
+    the plugin of that name is imported (glow.load names its backend: importing every plugin,
+    the GPU ones' libraries included, would cost it a second); a backend another plugin
+    provides is found through the whole registry."""
+    with _lock:
+        built = _registry is not None
+    if not built:
+        try:
+            rec = Registry(only=name).records.get(name)
+        except GlowError:
+            rec = None
+        if rec is not None and rec.available:
+            return rec.backend
+    return registry().get(name)
 
 
 def reload(config: dict | None = None) -> Registry:

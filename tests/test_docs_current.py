@@ -92,7 +92,7 @@ def test_user_guide_python_blocks_run_in_order(tmp_path, monkeypatch, capsys):
     assert "True (1, 10)" in out
     assert "True\nTrue\n['probs']\nnode " in out and "profile by node: " in out  # run(outputs=), profile
     assert "ms in all" in out and out.count("True\n") >= 3  # the submitted future's result
-    assert "('N', 4)\n(1, 4)\n(3, 4)\n(5, 4)\n" in out
+    assert "('N', 4)\n(1, 4)\n(3, 4)\n(5, 4)\nTrue\n" in out  # ..., then the saved executable's run
     assert "unknown input name(s) ['img']; the graph's inputs are ['image']" in out
     assert "unknown backend 'no-such-backend'" in out and "{'Frobnicate': 1}" in out
 

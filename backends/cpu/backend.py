@@ -195,6 +195,18 @@ class CpuBackend(Backend):
                 return SpecializingExecutable(graph, static, compile_static, options, all_values=True)
         return SpecializingExecutable(graph, static, compile_static, options)
 
+    def load_saved(self, graph: Graph, state: dict, sections: dict, options: CompileOptions,
+                   where: str) -> Executable:
+        """A CpuExecutable saved by `exe.save` (glow.load): refused unless its code runs on this
+        CPU (jit.check_target), then loaded without compiling."""
+        from . import jit
+        from .runtime import CpuExecutable, NativeProgram
+
+        jit.check_target(state.get("target") or {}, where)
+        threads = options.threads or default_threads()
+        device = None if options.device is None else options.device.id
+        return CpuExecutable(graph, NativeProgram.restore(state, sections, threads, device, where))
+
     def devices(self) -> list[Device]:
         try:
             f = host_figures()
@@ -202,8 +214,8 @@ class CpuBackend(Backend):
             return [Device(self.name, "0", kind="cpu", extra={"threads": _threads_or_none(), "error": str(e)})]
         return [Device(self.name, "0", kind="cpu", peak_gflops=f["peak_gflops"],
                        mem_bandwidth_gbs=f["bandwidth_gbs"], transfer_gbs=f["bandwidth_gbs"],
-                       extra={"threads": _threads_or_none(), "cpu": f["cpu"],
-                              "native_ops": len(self.native_ops())})]
+                       extra={"threads": _threads_or_none(), "cpu": f["cpu"]})]  # no kernel table:
+        # listing devices must not import every kernel (glow.load, `glow backends` ask for it)
 
 
 def _threads_or_none() -> int | None:

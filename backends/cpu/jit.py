@@ -11,6 +11,7 @@ functions glow binds by address and the kernels its sibling objects define (link
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -65,9 +66,15 @@ ISAS = ("avx512", "avx2", "generic")
 _WIDER_THAN_AVX2 = ("+avx512", "+avx10", "+amx", "+evex512")
 
 
+@functools.cache
+def _host_features_raw() -> str:
+    # asking LLVM costs ~5 ms (it reads /proc/cpuinfo), and every kernel's cache key asks
+    return llvm.get_host_cpu_features().flatten()
+
+
 def host_isa() -> str:
     """The richest level this CPU runs: avx512 (F, BW, DQ, VL), avx2 (with FMA) or generic."""
-    f = set(llvm.get_host_cpu_features().flatten().split(","))
+    f = set(_host_features_raw().split(","))
     if {"+avx512f", "+avx512bw", "+avx512dq", "+avx512vl"} <= f:
         return "avx512"
     return "avx2" if {"+avx2", "+fma"} <= f else "generic"
@@ -102,7 +109,7 @@ def host_features() -> str:
     starts from none), then $GLOW_CPU_FEATURES (e.g. "-f16c"), which win: how tests make the code a
     CPU without some extension gets (tests/test_cpu_selfcontained.py, tests/test_cpu_isa.py)."""
     level = isa()
-    features = llvm.get_host_cpu_features().flatten()
+    features = _host_features_raw()
     if level == "avx2":
         features = ",".join("-" + f[1:] if f.startswith(_WIDER_THAN_AVX2) else f for f in features.split(","))
     elif level == "generic":
@@ -114,6 +121,36 @@ def host_features() -> str:
 def host_description() -> str:
     target_machine()
     return f"{llvm.get_process_triple()} {cpu_name()} {host_features()}"
+
+
+def target() -> dict:
+    """What code compiled now is made for (a saved program records it): LLVM's triple, the CPU
+    name, the instruction-set level and the feature string."""
+    target_machine()
+    return {"triple": llvm.get_process_triple(), "cpu": cpu_name(), "isa": isa(), "features": host_features()}
+
+
+def check_target(t: dict, where: str) -> None:
+    """A BackendError (one line, naming `where`) unless code made for `t` runs on this host:
+    the same triple, the same CPU (any x86-64 for the generic level), a level the host runs
+    and every feature the code may use."""
+    from glow.errors import BackendError
+
+    _initialize()
+    host = {"triple": llvm.get_process_triple(), "cpu": llvm.get_host_cpu_name(), "isa": host_isa()}
+    have = set(_host_features_raw().split(","))
+    wants = [f for f in str(t.get("features", "")).split(",") if f.startswith("+")]
+    problem = None
+    if t.get("triple") != host["triple"]:
+        problem = f"target {t.get('triple')}, this machine is {host['triple']}"
+    elif t.get("cpu") not in (host["cpu"], "x86-64"):
+        problem = f"CPU {t.get('cpu')}, this one is {host['cpu']}"
+    elif t.get("isa") not in ISAS or ISAS.index(t["isa"]) < ISAS.index(host["isa"]):
+        problem = f"instruction-set level {t.get('isa')}, this CPU runs at most {host['isa']}"
+    elif any(f not in have for f in wants):
+        problem = f"CPU features {', '.join(f for f in wants if f not in have)}, which this CPU lacks"
+    if problem:
+        raise BackendError(f"{where}: compiled for {problem}: compile the model again here")
 
 
 def cache_dir() -> str | None:
@@ -213,7 +250,6 @@ class CompiledModule:
     def __init__(self, ir_text: str, *, use_cache: bool = True, what: str | None = None,
                  with_helpers: bool = True):
         t0 = time.perf_counter()
-        tm = target_machine()
         try:  # GLOW_CPU_SPLIT=0: one object for the whole module, as before (for comparisons)
             parts = (linking.split_module(ir_text) if os.environ.get("GLOW_CPU_SPLIT", "1") != "0"
                      else [linking.Part(ir_text)])
@@ -223,24 +259,42 @@ class CompiledModule:
         self.parts = self._objects(parts, use_cache)
         self.cached = all(r.cached for r in self.parts)
         t1 = time.perf_counter()
-        # One path for fresh and cached code: every object file is checked to call nothing but
-        # what glow binds by address and the kernels its sibling objects define (linking.py),
-        # then loaded; so code never links to whatever else the process happens to have loaded.
-        objs = [r.obj for r in self.parts]
-        undefined = [linking.undefined_symbols(o) for o in objs]
-        if with_helpers and any(n in halfrt.NAMES for u in undefined for n in u):
-            helpers()
-        linking.check_objects(undefined, [linking.defined_symbols(o) for o in objs], what or _module_name(ir_text))
+        self.objects = [r.obj for r in self.parts]
+        self._check(what or _module_name(ir_text), with_helpers)
         if use_cache:
             for r in self.parts:
                 if not r.cached:
                     _store(_key(r.part), r.obj)
+        self._load()
+        self.load_s = time.perf_counter() - t1
+
+    @classmethod
+    def from_objects(cls, objects: list[bytes], what: str) -> CompiledModule:
+        """A module from object files compiled before (a saved executable's), checked and loaded
+        exactly as fresh ones are."""
+        self = cls.__new__(cls)
+        t0 = time.perf_counter()
+        self.split_s, self.parts, self.cached, self.objects = 0.0, [], True, list(objects)
+        self._check(what, True)
+        self._load()
+        self.load_s = time.perf_counter() - t0
+        return self
+
+    def _check(self, what: str, with_helpers: bool) -> None:
+        # One path for fresh, cached and saved code: every object file is checked to call nothing
+        # but what glow binds by address and the kernels its sibling objects define (linking.py)
+        # before it is loaded; so code never links to whatever else the process has loaded.
+        undefined = [linking.undefined_symbols(o) for o in self.objects]
+        if with_helpers and any(n in halfrt.NAMES for u in undefined for n in u):
+            helpers()
+        linking.check_objects(undefined, [linking.defined_symbols(o) for o in self.objects], what)
+
+    def _load(self) -> None:
         empty = llvm.parse_assembly(f'target triple = "{llvm.get_process_triple()}"')
-        self.engine = llvm.create_mcjit_compiler(empty, tm)
-        for o in objs:
+        self.engine = llvm.create_mcjit_compiler(empty, target_machine())
+        for o in self.objects:
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(o))
         self.engine.finalize_object()
-        self.load_s = time.perf_counter() - t1
 
     @staticmethod
     def _objects(parts: list[linking.Part], use_cache: bool) -> list[PartResult]:

@@ -23,9 +23,11 @@ import time
 
 import numpy as np
 from glow import Executable, Graph
+from glow import dtypes as dt
 from glow.errors import InputError
 from glow.ir import build_ir, plan_memory
 from glow.ir.instr import ALIGNMENT
+from glow.ops.index import site_id
 
 from . import codegen, jit
 from .kernels.index import check_index_errors
@@ -52,26 +54,72 @@ class NativeProgram:
         self.fn = fn = build_ir(graph)
         self.plan = plan = plan_memory(fn)
         t1 = time.perf_counter()
-        self.module_text, self.weights, sync_bytes = codegen.generate(fn, plan)
+        self.module_text, weights, sync_bytes = codegen.generate(fn, plan)
         t2 = time.perf_counter()
-        self.module = jit.CompiledModule(self.module_text)
-        self.entry = ENTRY_TYPE(self.module.address(codegen.ENTRY))
+        module = jit.CompiledModule(self.module_text)
         t3 = time.perf_counter()
         # compile seconds by phase: IR (build_ir, memory plan), codegen (LLVM IR text), LLVM
         # (wall; llvm_*_s are summed over the objects compiled, on several threads), load
-        self.stats = {"ir_s": t1 - t0, "codegen_s": t2 - t1, "llvm_s": t3 - t2 - self.module.load_s,
-                      **self.module.stats(), "cached": self.module.cached,
-                      "slowest_kernels": codegen.slowest_kernels(self.module, fn),
-                      "arena_bytes": plan.arena_bytes, "weights_bytes": int(self.weights.nbytes)}
-        self.arena = aligned_zeros(plan.arena_bytes)
+        stats = {"ir_s": t1 - t0, "codegen_s": t2 - t1, "llvm_s": t3 - t2 - module.load_s,
+                 **module.stats(), "cached": module.cached,
+                 "slowest_kernels": codegen.slowest_kernels(module, fn),
+                 "arena_bytes": plan.arena_bytes, "weights_bytes": int(weights.nbytes)}
+        self.sites = {site_id(i.name): f"node '{i.name}' ({i.opname})" for i in fn.instrs}
+        self.target = jit.target()
+        self._setup(module, weights, plan.arena_bytes, sync_bytes,
+                    [(b.name, b.type.dtype.np, tuple(b.type.shape)) for b in fn.inputs],
+                    [(b.name, b.type.dtype.np, tuple(b.type.shape)) for b in fn.outputs], threads, device, stats)
+
+    @classmethod
+    def restore(cls, state: dict, sections: dict, threads: int, device: str | None, where: str) -> NativeProgram:
+        """A program saved by `saved_state` (glow.load): its objects checked and loaded as fresh
+        ones are, its weights copied into an aligned blob. It has no IR: `fn` is None."""
+        self = cls.__new__(cls)
+        t0 = time.perf_counter()
+        objects = [sections[f"object{k}"].tobytes() for k in range(int(state["objects"]))]
+        module = jit.CompiledModule.from_objects(objects, where)
+        weights = sections["weights"]  # read into an aligned buffer: used where it lies
+        if weights.ctypes.data % codegen.WEIGHT_ALIGN or not weights.size:
+            weights = aligned_zeros(weights.size, codegen.WEIGHT_ALIGN)
+            weights[:sections["weights"].size] = sections["weights"]
+        self.fn = self.plan = self.module_text = None
+        self.sites = {int(k): str(v) for k, v in state["sites"]}
+        self.target = dict(state["target"])
+
+        def io(specs):
+            return [(str(n), dt.from_name(d).np, tuple(int(x) for x in shape)) for n, d, shape in specs]
+
+        stats = {**state["stats"], "cached": True, "loaded": True, "load_s": time.perf_counter() - t0}
+        self._setup(module, weights, int(state["arena_bytes"]), int(state["sync_bytes"]), io(state["inputs"]),
+                    io(state["outputs"]), threads, device, stats)
+        return self
+
+    def saved_state(self) -> tuple[dict, dict]:
+        """(JSON-able state, {section: array}) from which `restore` makes this program again."""
+        def io(specs):
+            return [[n, dt.from_numpy(np.dtype(d)).name, list(shape)] for n, d, shape in specs]
+
+        stats = {k: v for k, v in self.stats.items() if k not in ("loaded", "cached")}
+        state = {"target": self.target, "arena_bytes": int(self.arena.nbytes), "sync_bytes": self.sync_bytes,
+                 "inputs": io(self.inputs), "outputs": io(self.outputs), "objects": len(self.module.objects),
+                 "sites": [[k, v] for k, v in self.sites.items()], "stats": stats}
+        sections = {"weights": self.weights, **{f"object{k}": np.frombuffer(o, np.uint8)
+                                                for k, o in enumerate(self.module.objects)}}
+        return state, sections
+
+    def _setup(self, module, weights, arena_bytes: int, sync_bytes: int, inputs, outputs, threads, device, stats):
+        """What a run needs, for a program compiled now or one loaded from a file (saved.py)."""
+        self.module, self.weights, self.sync_bytes, self.stats = module, weights, sync_bytes, stats
+        self.entry = ENTRY_TYPE(module.address(codegen.ENTRY))
+        self.arena = aligned_zeros(arena_bytes)
         self.sync = aligned_zeros(sync_bytes)
-        self.inputs = [(b.name, b.type.dtype.np, tuple(b.type.shape)) for b in fn.inputs]
-        self.outputs = [(b.name, b.type.dtype.np, tuple(b.type.shape)) for b in fn.outputs]
+        self.inputs, self.outputs = inputs, outputs
         self.ctx = np.zeros(codegen.CTX_FIRST_INPUT + len(self.inputs) + len(self.outputs), np.uint64)
         self.ctx[codegen.CTX_ARENA] = _address(self.arena)
         self.ctx[codegen.CTX_WEIGHTS] = _address(self.weights)
         self.ctx[codegen.CTX_SYNC] = _address(self.sync)
         self._ctx_address = _address(self.ctx)
+        self.threads, self.device = threads, device
         self.pool = get_pool(threads, device)
         self.choice = ThreadChoice()  # all threads, or the caller alone: whichever is faster now
         self._lock = threading.Lock()
@@ -135,8 +183,14 @@ class CpuExecutable(Executable):
         return self.program.run(feeds)
 
     def _profile(self, feeds):
+        if self.program.fn is None:  # loaded from a file: no IR to build the instrumented twin from
+            return super()._profile(feeds)
         records, outs, seconds = self.program.profile(feeds)
         return records, "kernel", outs, seconds
+
+    def _saved_state(self):
+        state, sections = self.program.saved_state()
+        return "cpu", state, sections
 
     @property
     def stats(self) -> dict:

@@ -61,8 +61,7 @@ def check_index_errors(program) -> None:
     rec = (ctypes.c_int64 * 4).from_address(addr)
     if rec[0] == 0:
         return
-    sites = {site_id(i.name): f"node '{i.name}' ({i.opname})" for i in program.fn.instrs}
-    err = recorded_index_error(list(rec), sites)
+    err = recorded_index_error(list(rec), program.sites)
     ctypes.memset(addr, 0, 4 * 8)
     raise err
 
