@@ -276,7 +276,7 @@ class Backend:
     `name`, `api_version`, `priority`, `description`; `check_available`, `devices`, `supports`,
     `defers`, `native_ops`, `fusions`, `transform_graph`, `compile`; for multi-device runs
     `to_device` / `to_host` (with `Executable.run_device`); for saved executables `load_saved`
-    (with `Executable._saved_state`)."""
+    (with `Executable._saved_state`); for ahead-of-time bundles `bundle`."""
 
     name: str = ""
     api_version: str = API_VERSION
@@ -331,6 +331,13 @@ class Backend:
         glow.load read (`graph`: the inputs and outputs only; `sections`: {name: uint8 array};
         `where`: the file, for errors). Refuse state this host cannot run with a BackendError."""
         raise BackendError(f"{where}: backend '{self.name}' cannot load saved executables")
+
+    def bundle(self, graph: Graph, out_dir: str, *, name: str = "net", target: str | None = None,
+               cpu: str | None = None, weights_c: bool = False, native: str | None = None) -> dict:
+        """Optional: write an ahead-of-time bundle of a static graph into `out_dir` (`glow
+        bundle`): code, header and weights for `target` (an LLVM triple; None: this host) and
+        `cpu`. Returns what was written (sizes, tensors, files)."""
+        raise BackendError(f"backend '{self.name}' cannot make ahead-of-time bundles (the cpu backend can)")
 
     # Transfers for the partitioner's runtime: host staging by default.
     def to_device(self, array: np.ndarray, device: Device):

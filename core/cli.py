@@ -122,6 +122,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --profile or --save: an input's shape to compile for (repeatable)")
     c.set_defaults(func=cmd_compile)
 
+    bd = sub.add_parser("bundle", help="compile a model ahead of time into an object file, a C header and "
+                        "its weights", description="Write DIR/NAME.o, DIR/NAME.h and DIR/NAME.weights.bin: "
+                        "the model as one C-callable function `int NAME(constant_weights, mutable_weights, "
+                        "activations)` for this CPU or --target (see examples/bundle/main.c).")
+    bd.add_argument("model")
+    bd.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for the bundle's files")
+    bd.add_argument("--target", default=None, metavar="TRIPLE",
+                    help="LLVM target triple, e.g. aarch64-linux-gnu, riscv64-linux-gnu (default: this host)")
+    bd.add_argument("--cpu", default=None, metavar="NAME", help="LLVM CPU name (default: this host's, or a "
+                    "generic one for another target)")
+    bd.add_argument("--name", default="net", help="the function's and files' name (a C identifier; default net)")
+    bd.add_argument("--weights-c", action="store_true", help="also write NAME.weights.c (the weights as a C "
+                    "array, for targets without a file system)")
+    bd.add_argument("--shape", action="append", default=[], metavar="NAME=DxD...",
+                    help="fixed shape for an input with symbolic dims (repeatable; others 1)")
+    bd.add_argument("--native", choices=["floor", "all"], default=None)
+    bd.add_argument("--json", action="store_true", help="print what was written as JSON")
+    bd.set_defaults(func=cmd_bundle)
+
     bn = sub.add_parser("bench", help="time a model against onnxruntime (interleaved, medians)",
                         description="Benchmark MODEL (a path, a light model name such as 'resnet50', or "
                         "'mlp', 'small_cnn', 'transformer') with glow and onnxruntime in one process.")
@@ -575,6 +594,30 @@ def compile_save(args) -> int:
     compile_s = time.perf_counter() - t0
     exe.save(args.save)
     report(f"compiled in {compile_s:.3f} s; saved to {args.save} ({os.path.getsize(args.save)} bytes)")
+    return 0
+
+
+def cmd_bundle(args) -> int:
+    from .inputs import make_inputs
+    from .onnx_import import load_onnx
+    from .plugins import registry
+    from .specialize import specialize
+
+    be = registry().get("cpu")
+    graph = load_onnx(args.model)
+    shapes = parse_shapes(args.shape)
+    if shapes or not graph.is_static():
+        graph, _ = specialize(graph, make_inputs(graph, 0, input_shapes(graph, shapes, warn=report)))
+    info = be.bundle(graph, args.output, name=args.name, target=args.target, cpu=args.cpu,
+                     weights_c=args.weights_c, native=args.native)
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        t = info["target"]
+        print(f"wrote {', '.join(os.path.join(args.output, f) for f in info['files'])}")
+        print(f"target {t['triple']} ({t['cpu']}); constant weights {info['constant_weights_bytes']} B, "
+              f"mutable {info['mutable_weights_bytes']} B, activations {info['activations_bytes']} B; "
+              f"the object calls {', '.join(info['external']) or 'nothing'}")
     return 0
 
 

@@ -9,6 +9,7 @@ or None when nothing is known. Types are immutable and hashable.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,7 +97,7 @@ ALL = (float32, float64, float16, bfloat16, float8e4m3fn, float8e4m3fnuz, float8
        int2, uint2, bool_, string, complex64, complex128)
 BY_NAME = {d.name: d for d in ALL}
 BY_ONNX = {d.onnx: d for d in ALL}
-_BY_NP: dict = {}  # filled on first use: it needs ml_dtypes
+_BY_NP: dict = {}  # filled on first use (NumPy's types; ml_dtypes' once it is loaded)
 
 FLOATS = frozenset(d for d in ALL if d.is_float)
 INTS = frozenset(d for d in ALL if d.is_int)
@@ -110,12 +111,17 @@ def from_numpy(dt) -> DType:
     dt = np.dtype(getattr(dt, "dtype", dt))
     if dt.kind in "US":
         return string
-    if not _BY_NP:
-        _BY_NP.update({d.np: d for d in ALL})
+    if not _BY_NP:  # NumPy's own types first: resolving ml_dtypes' would import it (a second)
+        _BY_NP.update({d.np: d for d in ALL if not isinstance(d.holder, str)})
     try:
         return _BY_NP[dt]
     except KeyError:
-        raise GraphError(f"unsupported NumPy dtype {dt}") from None
+        pass
+    if dt.kind == "V" and "ml_dtypes" in sys.modules:  # an ml_dtypes array: ml_dtypes is loaded
+        _BY_NP.update({d.np: d for d in ALL if isinstance(d.holder, str)})
+        if dt in _BY_NP:
+            return _BY_NP[dt]
+    raise GraphError(f"unsupported NumPy dtype {dt}")
 
 
 def from_onnx(code: int) -> DType:

@@ -3,9 +3,12 @@ atomically (outputs, reports), with errors that name the path."""
 
 from __future__ import annotations
 
+import mmap
 import os
 import stat
 import tempfile
+
+import numpy as np
 
 from .errors import InputError, ModelLoadError
 
@@ -65,24 +68,8 @@ def read_regular_file(path: str, limit: int, what: str, offset: int = 0, length:
     file. The file is opened non-blocking and checked through its descriptor, so a FIFO swapped
     in after a check cannot block the open either. `into(n)`, when given, makes the writable
     buffer the n bytes are read into (returned instead of bytes: e.g. an aligned array)."""
-    if "\0" in path:
-        raise error(f"{path!r}: the path of {what} contains a NUL character")
     too_many = limit_note or f"bytes {what} may have"
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    except FileNotFoundError:
-        raise error(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise error(f"{path}: is a folder, not a file with {what}") from None
-    except OSError as e:
-        raise error(f"{path}: cannot read: {e.strerror}") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise error(f"{path}: is a folder, not a file with {what}")
-        raise error(f"{path}: is {_file_kind(st.st_mode)}, not a regular file (glow reads {what} "
-                    "only from one)")
+    fd, st = _open_regular(path, what, error)
     with open(fd, "rb", buffering=0) as f:
         if length is None:
             if offset > st.st_size:
@@ -114,6 +101,50 @@ def read_regular_file(path: str, limit: int, what: str, offset: int = 0, length:
     if got != length:  # the file shrank while we read it
         raise error(f"{path}: too short: {length} bytes at offset {offset} asked for, read {got}")
     return data
+
+
+def _open_regular(path: str, what: str, error: type) -> tuple[int, os.stat_result]:
+    """A descriptor of the regular file `path` (opened non-blocking, checked through the
+    descriptor) and its stat; anything else is `error` naming the path."""
+    if "\0" in path:
+        raise error(f"{path!r}: the path of {what} contains a NUL character")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a folder, not a file with {what}") from None
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e.strerror}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise error(f"{path}: is a folder, not a file with {what}")
+        raise error(f"{path}: is {_file_kind(st.st_mode)}, not a regular file (glow reads {what} "
+                    "only from one)")
+    return fd, st
+
+
+def map_regular_file(path: str, limit: int, what: str, error: type = ModelLoadError) -> np.ndarray:
+    """The whole regular file `path` memory-mapped read-only, as a uint8 array whose pages are
+    read when first touched: big files are used where they lie (a saved executable's weights).
+    Checked as `read_regular_file` checks. The mapping stays valid when the file is replaced
+    (glow writes files by renaming a new one into place); truncating it in place while it is
+    mapped is not supported."""
+    fd, st = _open_regular(path, what, error)
+    try:
+        if st.st_size > limit:
+            raise error(f"{path}: {st.st_size} bytes, more than the {limit} bytes {what} may have")
+        if st.st_size == 0:
+            return np.zeros(0, np.uint8)
+        try:
+            m = mmap.mmap(fd, st.st_size, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as e:
+            raise error(f"{path}: cannot map: {getattr(e, 'strerror', None) or e}") from None
+    finally:
+        os.close(fd)
+    return np.frombuffer(m, np.uint8)
 
 
 def _file_kind(mode: int) -> str:

@@ -105,16 +105,13 @@ def save(exe, path: str) -> None:
 
 
 def read(path: str) -> tuple[dict, dict[str, np.ndarray]]:
-    """(header, {section name: uint8 array, 64-byte aligned}) of a saved executable, checked to be one that this glow
-    wrote: any other file is a ModelLoadError naming it."""
-    from .fileio import read_regular_file
+    """(header, {section name: read-only uint8 array, 64-byte aligned}) of a saved executable,
+    checked to be one that this glow wrote: any other file is a ModelLoadError naming it."""
+    from .fileio import map_regular_file
 
-    def aligned(n):  # sections start 64-byte aligned in the file, so views of them are too
-        buf = np.empty(n + ALIGN, np.uint8)
-        shift = (-buf.ctypes.data) % ALIGN
-        return buf[shift:shift + n]
-
-    raw = read_regular_file(os.fspath(path), MAX_BYTES, "a saved glow executable", into=aligned)
+    # mapped, not read: the weights are used where they lie (sections are 64-byte aligned in the
+    # file, and the mapping starts on a page), and only the pages a run touches are ever read
+    raw = map_regular_file(os.fspath(path), MAX_BYTES, "a saved glow executable")
     what = f"{path}: not a saved glow executable"
     if bytes(raw[:len(MAGIC)]) != MAGIC or len(raw) < len(MAGIC) + 8:
         raise ModelLoadError(f"{what} (it does not start with {MAGIC.decode()})")

@@ -8,7 +8,6 @@ import glow
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
 
 pytest.importorskip("llvmlite")
 
@@ -133,22 +132,11 @@ def test_two_devices_run_at_the_same_time(threads):
 # -- whole models ----------------------------------------------------------------------------------
 
 def with_random_weights(path: str) -> onnx.ModelProto:
-    """The model with seeded random Conv/Gemm/MatMul weights and biases, scaled by fan-in (the
-    light models ship with every weight 0.02, which would hide a chunk computed twice or not at
-    all behind equal numbers)."""
-    model = onnx.load(path)
-    rng = np.random.default_rng(0)
-    inits = {t.name: t for t in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type not in ("Conv", "Gemm", "MatMul"):
-            continue
-        for name in node.input[1:3]:
-            if name in inits:
-                w = numpy_helper.to_array(inits[name])
-                scale = 1 / np.sqrt(max(w[0].size, 1)) if w.ndim > 1 else 0.1
-                new = numpy_helper.from_array((rng.standard_normal(w.shape) * scale).astype(w.dtype), name)
-                inits[name].CopyFrom(new)
-    return model
+    """The light model with seeded random weights (every weight 0.02 would hide a chunk computed
+    twice or not at all behind equal numbers)."""
+    from glow.testing.models import with_random_weights as randomised
+
+    return randomised(onnx.load(path))
 
 
 def model_cases():

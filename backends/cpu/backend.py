@@ -26,7 +26,13 @@ from glow.ops.registry import EPILOGUE_PRODUCER
 from glow.passes.fusion import FUSED_OPS
 from glow.specialize import specializable
 
-from . import codegen
+
+def _kernels() -> dict:
+    """The kernel table (codegen.KERNELS, every kernel module imported): on first need, so that
+    loading the backend (glow.load, `glow backends`) does not import the code generator."""
+    from . import codegen
+
+    return codegen.load_kernels()
 
 #: Element types no CPU kernel holds (strings, sub-byte and 8-bit float formats are moved only).
 BOXED_TYPES = (dt.string, dt.complex64, dt.complex128)
@@ -40,7 +46,7 @@ def _deferred(node) -> bool:
     if not node.op.pure or is_host_op(node.op):
         return False
     values = [v for v in node.inputs if v is not None]
-    has_code = ((node.op.domain, node.op.name) in codegen.load_kernels()
+    has_code = ((node.op.domain, node.op.name) in _kernels()
                 or rule_for(node.op.name, node.op.domain) is not None)
     if all(value_determined(v) for v in values) and (not has_code or _values_decide(node)):
         return True  # a constant once the graph is specialised: folding takes it
@@ -147,18 +153,18 @@ class CpuBackend(Backend):
             return True
         if not _plain_node(node):
             return False
-        kd = codegen.load_kernels().get((node.op.domain, node.op.name))
+        kd = _kernels().get((node.op.domain, node.op.name))
         return kd is not None and kd.accepts(node)
 
     def native_ops(self) -> list[str]:
-        return sorted({op for _, op in codegen.load_kernels()})
+        return sorted({op for _, op in _kernels()})
 
     def fusions(self):
         from glow.passes.fusion import FuseActivation, FuseElementwise
 
         from .kernels.elementwise import emits
 
-        producers = frozenset(op for (dom, op), kd in codegen.load_kernels().items()
+        producers = frozenset(op for (dom, op), kd in _kernels().items()
                               if get_op(op, dom).in_group(EPILOGUE_PRODUCER) and any(k.epilogue for k in kd.variants()))
         # Only what the expression emitter computes goes into a fused body: `supports` also
         # accepts nodes deferred to run time, which have no code yet.
@@ -179,6 +185,7 @@ class CpuBackend(Backend):
         per input signature) for a graph with dynamic shapes or deferred nodes."""
         from glow.flow import SpecializingExecutable
 
+        from . import codegen
         from .runtime import CpuExecutable, NativeProgram
 
         threads = options.threads or default_threads()
@@ -206,6 +213,22 @@ class CpuBackend(Backend):
         threads = options.threads or default_threads()
         device = None if options.device is None else options.device.id
         return CpuExecutable(graph, NativeProgram.restore(state, sections, threads, device, where))
+
+    def bundle(self, graph: Graph, out_dir: str, *, name: str = "net", target: str | None = None,
+               cpu: str | None = None, weights_c: bool = False, native: str | None = None) -> dict:
+        """An ahead-of-time bundle (bundle.py) of a graph with static shapes: optimised and
+        lowered as for a compile, then generated with a serial entry for the target."""
+        from glow.flow import optimize_for_backend
+
+        from . import bundle
+
+        static = self.specialised()
+        g = optimize_for_backend(graph, static, native)
+        left = sorted({n.op.name for n in g.nodes if not static.runs_now(n)})
+        if left or not g.is_static():
+            raise BackendError(f"graph '{graph.name}' cannot be bundled: " + (
+                f"no cpu kernel for {', '.join(left)}" if left else "shapes are not static (give --shape)"))
+        return bundle.write(g, out_dir, name, target, cpu, weights_c)
 
     def devices(self) -> list[Device]:
         try:

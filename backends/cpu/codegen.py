@@ -38,12 +38,9 @@ from glow.flow import NeedsInputValues
 from glow.ir.instr import ACTIVATION, INPUT, OUTPUT, WEIGHT, Instr, IRFunction, overlaps
 from glow.specialize import specializable
 
+from .abi import CTX_ARENA, CTX_FIRST_INPUT, CTX_SYNC, CTX_WEIGHTS, ENTRY, WEIGHT_ALIGN  # noqa: F401 (the ABI)
 from .irutil import I8, I64, PTR, KernelBuilder
-from .sync import PhaseEmitter
-
-ENTRY = "glow_run"
-CTX_ARENA, CTX_WEIGHTS, CTX_SYNC, CTX_FIRST_INPUT = 0, 1, 2, 3
-WEIGHT_ALIGN = 64
+from .sync import PhaseEmitter, SerialEmitter
 
 
 class NeedsConstant(NeedsInputValues):
@@ -217,10 +214,13 @@ class Codegen:
     """Builds the module for one IR function: `Codegen(fn, plan).build() -> (ir_text, weights)`.
     `profile=True`: the instrumented variant that times each instruction (profiling.py)."""
 
-    def __init__(self, fn: IRFunction, plan, profile: bool = False):
+    def __init__(self, fn: IRFunction, plan, profile: bool = False, serial: bool = False,
+                 triple: str | None = None):
+        """`serial`: an entry for one thread (a bundle: no sync state, atomics or syscalls);
+        `triple`: the target's, when not the host's."""
         self.fn, self.plan = fn, plan
         self.module = ir.Module(name=fn.name)
-        self.module.triple = llvm.get_process_triple()
+        self.module.triple = triple or llvm.get_process_triple()
         self.entry = KernelBuilder(self.module, ENTRY, [PTR, I64, I64])
         self.b = self.entry.b
         ctx, self.tid, self.nth = self.entry.args
@@ -240,7 +240,7 @@ class Codegen:
         self._io = {}
         for k, buf in enumerate(fn.inputs + fn.outputs):
             self._io.setdefault(id(buf), slots[CTX_FIRST_INPUT + k])
-        self._sync = PhaseEmitter(self.entry, sync_state, self.tid, self.nth)
+        self._sync = SerialEmitter() if serial else PhaseEmitter(self.entry, sync_state, self.tid, self.nth)
         self._first_phase = 0  # the current instruction's first phase
         # profile: time every instruction into the counters at ctx[after the outputs] (profiling.py)
         self.timer = None

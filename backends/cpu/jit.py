@@ -11,6 +11,8 @@ functions glow binds by address and the kernels its sibling objects define (link
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import hashlib
 import os
@@ -30,13 +32,31 @@ _initialized = False
 
 
 def _initialize() -> None:
-    """LLVM's native target and assembly printer, once per process."""
+    """LLVM's targets and assembly printers, once per process (all of them: bundles are made for
+    other targets too)."""
     global _initialized
     with _lock:
         if not _initialized:
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
+            llvm.initialize_all_targets()
+            llvm.initialize_all_asmprinters()
             _initialized = True
+
+
+#: A target other than the host's, while a bundle is compiled for it (`for_target`).
+_TARGET: contextvars.ContextVar[dict | None] = contextvars.ContextVar("glow_cpu_target", default=None)
+
+
+@contextlib.contextmanager
+def for_target(triple: str, cpu: str, features: str, level: str):
+    """Code made inside is for this target (an ahead-of-time bundle, bundle.py), not the host:
+    `isa()`, `cpu_name()`, `host_features()` and `target_machine()` answer for it."""
+    token = _TARGET.set({"triple": triple, "cpu": cpu, "features": features, "isa": level})
+    try:
+        yield
+    finally:
+        _TARGET.reset(token)
 
 
 def target_machine(opt: int = 3):
@@ -47,6 +67,10 @@ def target_machine(opt: int = 3):
     frees it with itself, so sharing one between engines would leave the others dangling.
     """
     _initialize()
+    other = _TARGET.get()
+    if other is not None:  # a bundle: position-independent code for a static link
+        return llvm.Target.from_triple(other["triple"]).create_target_machine(
+            cpu=other["cpu"], features=other["features"], opt=opt, reloc="pic", codemodel="default")
     target = llvm.Target.from_default_triple()
     return target.create_target_machine(cpu=cpu_name(), features=host_features(),
                                         opt=opt, reloc="default", codemodel="jitdefault")
@@ -84,6 +108,8 @@ def isa() -> str:
     """The level the code is made for: $GLOW_CPU_ISA (avx512, avx2 or generic: a lower level
     than the host's, so every path runs and is tested on one machine), else the host's own. A
     level the host cannot execute is a BackendError."""
+    if _TARGET.get() is not None:
+        return _TARGET.get()["isa"]
     host = host_isa()
     want = os.environ.get("GLOW_CPU_ISA", "").strip().lower()
     if not want:
@@ -101,6 +127,8 @@ def isa() -> str:
 
 def cpu_name() -> str:
     """LLVM's CPU name for the code: the host's, or plain x86-64 for the generic level."""
+    if _TARGET.get() is not None:
+        return _TARGET.get()["cpu"]
     return "x86-64" if isa() == "generic" else llvm.get_host_cpu_name()
 
 
@@ -108,6 +136,8 @@ def host_features() -> str:
     """The features for LLVM: the host's (an avx2 level turns off everything AVX-512; generic
     starts from none), then $GLOW_CPU_FEATURES (e.g. "-f16c"), which win: how tests make the code a
     CPU without some extension gets (tests/test_cpu_selfcontained.py, tests/test_cpu_isa.py)."""
+    if _TARGET.get() is not None:
+        return _TARGET.get()["features"]
     level = isa()
     features = _host_features_raw()
     if level == "avx2":

@@ -32,8 +32,8 @@ import numpy as np
 from glow import ProfileRecord
 
 from . import codegen, jit
+from .abi import check_index_errors
 from .irutil import I64, PTR, KernelBuilder
-from .kernels.index import check_index_errors
 
 CYCLES = "glow_cycles"  # i64 glow_cycles(): the time-stamp counter, for measuring its rate
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)

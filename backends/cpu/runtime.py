@@ -29,8 +29,8 @@ from glow.ir import build_ir, plan_memory
 from glow.ir.instr import ALIGNMENT
 from glow.ops.index import site_id
 
-from . import codegen, jit
-from .kernels.index import check_index_errors
+from . import abi, jit
+from .abi import check_index_errors
 from .pool import ThreadChoice, get_pool
 
 ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
@@ -50,6 +50,8 @@ class NativeProgram:
     """One static graph as native code: `run({name: array}) -> {name: array}`."""
 
     def __init__(self, graph: Graph, threads: int, device: str | None = None):
+        from . import codegen  # the generator and its kernels: only when compiling
+
         t0 = time.perf_counter()
         self.fn = fn = build_ir(graph)
         self.plan = plan = plan_memory(fn)
@@ -78,9 +80,9 @@ class NativeProgram:
         t0 = time.perf_counter()
         objects = [sections[f"object{k}"].tobytes() for k in range(int(state["objects"]))]
         module = jit.CompiledModule.from_objects(objects, where)
-        weights = sections["weights"]  # read into an aligned buffer: used where it lies
-        if weights.ctypes.data % codegen.WEIGHT_ALIGN or not weights.size:
-            weights = aligned_zeros(weights.size, codegen.WEIGHT_ALIGN)
+        weights = sections["weights"]  # mapped from the file, aligned: used where it lies (read only)
+        if weights.ctypes.data % abi.WEIGHT_ALIGN or not weights.size:
+            weights = aligned_zeros(weights.size, abi.WEIGHT_ALIGN)
             weights[:sections["weights"].size] = sections["weights"]
         self.fn = self.plan = self.module_text = None
         self.sites = {int(k): str(v) for k, v in state["sites"]}
@@ -110,14 +112,14 @@ class NativeProgram:
     def _setup(self, module, weights, arena_bytes: int, sync_bytes: int, inputs, outputs, threads, device, stats):
         """What a run needs, for a program compiled now or one loaded from a file (saved.py)."""
         self.module, self.weights, self.sync_bytes, self.stats = module, weights, sync_bytes, stats
-        self.entry = ENTRY_TYPE(module.address(codegen.ENTRY))
+        self.entry = ENTRY_TYPE(module.address(abi.ENTRY))
         self.arena = aligned_zeros(arena_bytes)
         self.sync = aligned_zeros(sync_bytes)
         self.inputs, self.outputs = inputs, outputs
-        self.ctx = np.zeros(codegen.CTX_FIRST_INPUT + len(self.inputs) + len(self.outputs), np.uint64)
-        self.ctx[codegen.CTX_ARENA] = _address(self.arena)
-        self.ctx[codegen.CTX_WEIGHTS] = _address(self.weights)
-        self.ctx[codegen.CTX_SYNC] = _address(self.sync)
+        self.ctx = np.zeros(abi.CTX_FIRST_INPUT + len(self.inputs) + len(self.outputs), np.uint64)
+        self.ctx[abi.CTX_ARENA] = _address(self.arena)
+        self.ctx[abi.CTX_WEIGHTS] = _address(self.weights)
+        self.ctx[abi.CTX_SYNC] = _address(self.sync)
         self._ctx_address = _address(self.ctx)
         self.threads, self.device = threads, device
         self.pool = get_pool(threads, device)
@@ -163,7 +165,7 @@ class NativeProgram:
 
     def _prepare(self, arrays, solo: bool):
         """Point ctx at this inference's arrays and zero the sync state (no thread is inside)."""
-        k = codegen.CTX_FIRST_INPUT
+        k = abi.CTX_FIRST_INPUT
         for a in arrays:
             self.ctx[k] = _address(a)
             k += 1

@@ -157,6 +157,23 @@ class PhaseEmitter:
         return self.kb.ptr(self.state, index * SLOT_BYTES // 8 + which, I64)
 
 
+class SerialEmitter:
+    """PhaseEmitter's interface for an entry that one thread runs (an ahead-of-time bundle): a
+    phase is a plain call; no sync state, no atomics, no pause, no syscall."""
+
+    state_bytes = 0
+
+    def __init__(self):
+        self.phases = Phases()
+
+    def phase(self, accesses, single: bool, after: int | None, call, serial_call):
+        self.phases.add(accesses, single, after)
+        serial_call()
+
+    def finish(self):
+        pass
+
+
 def _futex(kb: KernelBuilder, word, op: int, value, timeout):
     try:
         syscall = kb.module.get_global("syscall")

@@ -32,6 +32,44 @@ class ModelCase:
         return onnx.load(self.model_path)
 
 
+def with_random_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
+    """A copy of `model` with seeded random weights: Conv, ConvTranspose, Gemm and MatMul weights
+    and biases scaled by fan-in, BatchNormalization's scale and variance in [0.5, 1.5] and its
+    bias and mean small. The light models ship with every weight 0.02 (most made at run time by
+    ConstantOfShape), which hides wrong numbers behind equal ones: a ConstantOfShape of a
+    constant shape becomes an initializer first, so its weights are randomised too."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g, rng = m.graph, np.random.default_rng(seed)
+    inits = {t.name: t for t in g.initializer}
+    for node in list(g.node):
+        if node.op_type == "ConstantOfShape" and node.input and node.input[0] in inits:
+            shape = numpy_helper.to_array(inits[node.input[0]]).astype(np.int64)
+            fill = next((numpy_helper.to_array(a.t) for a in node.attribute if a.name == "value"),
+                        np.zeros(1, np.float32))
+            g.initializer.append(numpy_helper.from_array(np.full(tuple(shape), fill.reshape(-1)[0], fill.dtype),
+                                                         node.output[0]))
+            g.node.remove(node)
+    inits = {t.name: t for t in g.initializer}
+
+    def redo(name, make):
+        if name in inits:
+            w = numpy_helper.to_array(inits[name])
+            if w.dtype.kind == "f":
+                inits[name].CopyFrom(numpy_helper.from_array(make(w).astype(w.dtype), name))
+
+    for node in g.node:
+        if node.op_type in ("Conv", "ConvTranspose", "Gemm", "MatMul"):
+            for name in node.input[1:3]:
+                redo(name, lambda w: rng.standard_normal(w.shape) * (
+                    1 / np.sqrt(max(w[0].size, 1)) if w.ndim > 1 else 0.1))
+        elif node.op_type == "BatchNormalization":
+            for k, name in enumerate(node.input[1:5], start=1):
+                redo(name, lambda w, k=k: rng.uniform(0.5, 1.5, w.shape) if k in (1, 4)
+                     else rng.standard_normal(w.shape) * 0.1)
+    return m
+
+
 def light_models() -> list[ModelCase]:
     out = []
     for path in sorted(glob.glob(os.path.join(DATA, "light", "light_*.onnx"))):

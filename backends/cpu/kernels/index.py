@@ -10,13 +10,12 @@ goes on; the runtime reads the record after the run and raises the InputError
 
 from __future__ import annotations
 
-import ctypes
-
 import llvmlite.ir as ir
 import numpy as np
 from glow import dtypes as dt
-from glow.ops.index import NON_NEGATIVE, WRAPS, recorded_index_error, site_id
+from glow.ops.index import NON_NEGATIVE, WRAPS, site_id
 
+from ..abi import ERRORS
 from ..codegen import cpu_kernel
 from ..irutil import I64, PTR
 from .elementwise import Access, call_split, emit_strided, strides_of
@@ -24,10 +23,6 @@ from .lanes import Lanes, lanes_loop, storage_dtype
 
 PARALLEL_MIN = 1 << 15
 
-#: The module's error record, int64[4]: kind (0: no error; WRAPS / NON_NEGATIVE), site (the
-#: instruction's site_id), the bad index, the bound. One per module, i.e. per compiled program,
-#: whose runs are serialised.
-ERRORS = "glow_index_errors"
 
 
 def record_bad_index(kb, site, kind: int, index, bound):
@@ -48,22 +43,6 @@ def record_bad_index(kb, site, kind: int, index, bound):
     with b.if_then(won):
         for k, v in ((1, site), (2, index), (3, bound)):
             b.store(kb.i64(v) if isinstance(v, int) else v, slot(k), align=8)
-
-
-def check_index_errors(program) -> None:
-    """After a run of a NativeProgram: raise the InputError its kernels recorded, if any (and
-    clear the record for the next run). One 8-byte read when nothing went wrong."""
-    addr = getattr(program, "_index_errors", None)
-    if addr is None:
-        addr = program._index_errors = program.module.engine.get_global_value_address(ERRORS)
-    if not addr:
-        return  # no indexing kernel in this program
-    rec = (ctypes.c_int64 * 4).from_address(addr)
-    if rec[0] == 0:
-        return
-    err = recorded_index_error(list(rec), program.sites)
-    ctypes.memset(addr, 0, 4 * 8)
-    raise err
 
 
 def _gather_supported(node) -> bool:
