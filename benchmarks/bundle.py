@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -27,18 +26,10 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from host import cpu_model  # noqa: E402 (benchmarks/host.py, next to this script)
+
 ROOT = os.path.dirname(HERE)
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def models():
@@ -121,7 +112,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as work:
         for name, model in models().items():
             rows.append(measure(name, model, args.repeats, work))
-    host = f"{_cpu_name()} (LLVM host {llvm.get_host_cpu_name()}), {os.cpu_count()} CPUs"
+    host = f"{cpu_model()} (LLVM host {llvm.get_host_cpu_name()}), {os.cpu_count()} CPUs"
     print(f"# bundles and saved executables on {host}")
     print("| model | bundle ms (C, 1 thread) | Python executable ms (threads=1) | bundle vs reference "
           "(max abs diff / max abs) | glow.load s | saved file MB |")

@@ -20,24 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+sys.path.insert(0, HERE)
+from host import cpu_model  # noqa: E402 (benchmarks/host.py, next to this script)
 
 
 def _ort(model, threads):
@@ -113,7 +103,7 @@ def main(argv=None) -> int:
         os.environ["GLOW_CACHE_DIR"] = cache  # cold: new shapes pay their real compile
         rows = [measure(m, d, args.threads, args.rounds, args.calls)
                 for m in ("encoder", "decoder") for d in (False, True)]
-    cpu = _cpu_name()
+    cpu = cpu_model()
     print(f"CPU: {cpu}; threads {args.threads}; fresh token ids every call; medians of {args.rounds} rounds "
           f"x {args.calls} calls")
     print(f"{'model':<9} {'shapes':<9} {'glow ms':>8} {'ort ms':>8} {'ratio':>6} {'recompiles':>10} "
