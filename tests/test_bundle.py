@@ -208,3 +208,12 @@ def test_cli_bundle_and_its_errors(tmp_path):
 def test_only_the_cpu_backend_bundles():
     with pytest.raises(glow.BackendError, match="cannot make ahead-of-time bundles"):
         registry().get("reference").bundle(glow.load_onnx(convnet().SerializeToString()), "/nonexistent")
+
+
+def test_32_bit_targets_say_what_their_objects_would_need(tmp_path):
+    """Code for armv7 compiles, but calls the C compiler's runtime (64-bit division): refused
+    with the names, in one line, and nothing is written."""
+    with pytest.raises(glow.BackendError) as e:
+        write_bundle(convnet(), tmp_path / "arm", target="armv7-linux-gnueabihf")
+    assert "__udivdi3" in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "arm").exists()

@@ -75,7 +75,7 @@ def bind() -> dict[str, int]:
         return _bound
 
 
-# -- ELF64 object files -------------------------------------------------------------------------
+# -- ELF object files (64-bit for the JIT; 32-bit too for bundles of 32-bit targets) -------------
 
 _SHT_SYMTAB, _SHT_RELA, _SHT_REL = 2, 4, 9
 _STT_FUNC = 2
@@ -86,17 +86,29 @@ def _cstr(blob: bytes, at: int) -> str:
     return blob[at:blob.index(b"\0", at)].decode("latin-1")
 
 
+def _is64(obj: bytes) -> bool:
+    if obj[:4] != b"\x7fELF" or obj[4] not in (1, 2) or obj[5] != 1:
+        raise BackendError("the cpu backend checks only little-endian ELF object files")
+    return obj[4] == 2
+
+
 def _sections(obj: bytes):
-    if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:
-        raise BackendError("the cpu backend checks only little-endian ELF64 object files")
-    shoff, = struct.unpack_from("<Q", obj, 0x28)
-    shentsize, shnum, _ = struct.unpack_from("<HHH", obj, 0x3A)
-    return [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + k * shentsize) for k in range(shnum)]
+    """(name, type, flags, addr, offset, size, link, info, addralign, entsize) per section."""
+    if _is64(obj):
+        shoff, = struct.unpack_from("<Q", obj, 0x28)
+        shentsize, shnum, _ = struct.unpack_from("<HHH", obj, 0x3A)
+        fmt = "<IIQQQQIIQQ"
+    else:
+        shoff, = struct.unpack_from("<I", obj, 0x20)
+        shentsize, shnum, _ = struct.unpack_from("<HHH", obj, 0x2E)
+        fmt = "<IIIIIIIIII"
+    return [struct.unpack_from(fmt, obj, shoff + k * shentsize) for k in range(shnum)]
 
 
 def _symbols(obj: bytes):
     """(section table, {symbol table section index: [(name, shndx, value, size, type, binding)]})."""
     secs = _sections(obj)
+    wide = _is64(obj)
     symtabs = {}
     for k, (_, typ, _, _, off, size, link, _, _, entsize) in enumerate(secs):
         if typ != _SHT_SYMTAB:
@@ -104,21 +116,24 @@ def _symbols(obj: bytes):
         strtab = obj[secs[link][4]:secs[link][4] + secs[link][5]]
         rows = []
         for at in range(off, off + size, entsize):
-            name, info, _, shndx, value, sz = struct.unpack_from("<IBBHQQ", obj, at)
+            if wide:
+                name, info, _, shndx, value, sz = struct.unpack_from("<IBBHQQ", obj, at)
+            else:
+                name, value, sz, info, _, shndx = struct.unpack_from("<IIIBBH", obj, at)
             rows.append((_cstr(strtab, name), shndx, value, sz, info & 0xF, info >> 4))
         symtabs[k] = rows
     return secs, symtabs
 
 
 def defined_symbols(obj: bytes) -> set[str]:
-    """The global symbols an ELF64 relocatable object defines (what other objects may use)."""
+    """The global symbols an ELF relocatable object defines (what other objects may use)."""
     _, symtabs = _symbols(obj)
     return {name for rows in symtabs.values() for name, shndx, _, _, _, bind in rows
             if shndx != 0 and bind in (_STB_GLOBAL, _STB_WEAK) and name}
 
 
 def undefined_symbols(obj: bytes) -> dict[str, set[str]]:
-    """Every symbol an ELF64 relocatable object needs from outside -> the names of the functions
+    """Every symbol an ELF relocatable object needs from outside -> the names of the functions
     in it that refer to the symbol (found through the relocations; '?' where none is known)."""
     secs, symtabs = _symbols(obj)
     undefined = {name: set() for rows in symtabs.values()
@@ -128,9 +143,10 @@ def undefined_symbols(obj: bytes) -> dict[str, set[str]]:
             continue
         rows = symtabs[link]
         funcs = [(v, v + sz, n) for n, shndx, v, sz, t, _ in rows if shndx == target and t == _STT_FUNC]
+        wide = _is64(obj)
         for at in range(off, off + size, entsize):
-            r_offset, r_info = struct.unpack_from("<QQ", obj, at)
-            name = rows[r_info >> 32][0]
+            r_offset, r_info = struct.unpack_from("<QQ" if wide else "<II", obj, at)
+            name = rows[r_info >> 32 if wide else r_info >> 8][0]
             if name in undefined:
                 undefined[name].add(next((n for lo, hi, n in funcs if lo <= r_offset < hi), "?"))
     return undefined
