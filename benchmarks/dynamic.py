@@ -99,10 +99,14 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as cache:
-        os.environ["GLOW_CACHE_DIR"] = cache  # cold: new shapes pay their real compile
-        rows = [measure(m, d, args.threads, args.rounds, args.calls)
-                for m in ("encoder", "decoder") for d in (False, True)]
+    rows = []
+    for m in ("encoder", "decoder"):
+        for d in (False, True):
+            # an object cache of its own per model and shapes: cold, so a new shape pays its real
+            # compile (only kernels of this same model whose shapes did not change are found)
+            with tempfile.TemporaryDirectory() as cache:
+                os.environ["GLOW_CACHE_DIR"] = cache
+                rows.append(measure(m, d, args.threads, args.rounds, args.calls))
     cpu = cpu_model()
     print(f"CPU: {cpu}; threads {args.threads}; fresh token ids every call; medians of {args.rounds} rounds "
           f"x {args.calls} calls")
