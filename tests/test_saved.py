@@ -199,6 +199,24 @@ def test_files_that_are_not_saved_executables_are_refused(saved, tmp_path):
         glow.load(tmp_path)
 
 
+def test_a_damaged_section_is_refused_before_anything_is_loaded(saved, tmp_path):
+    from glow import saved as saved_mod
+
+    path, _ = saved
+    header, sections = saved_mod.read(path)
+    with open(path, "rb") as f:
+        good = bytearray(f.read())
+    start = len(good) - sum(-(-s.size // saved_mod.ALIGN) * saved_mod.ALIGN for s in sections.values())
+    for name in ("object0", "weights"):
+        off, size, _ = header["sections"][name]
+        bad = bytearray(good)
+        bad[start + off + size // 2] ^= 0x40
+        p = _write(tmp_path / f"bad-{name}.glowx", bytes(bad))
+        with pytest.raises(glow.ModelLoadError) as e:
+            glow.load(p)
+        assert f"section '{name}' is damaged" in _one_line(e)
+
+
 def test_what_cannot_be_saved_says_why(tmp_path):
     dyn = make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", TensorProto.FLOAT, ["N", 4])],
                      [("y", TensorProto.FLOAT, ["N", 4])], name="dyn")
