@@ -210,9 +210,20 @@ class SpecializingExecutable(Executable):
         return exe._profile(rest)
 
     def _saved_state(self):
-        raise BackendError(f"graph '{self.graph.name}' has dynamic input shapes, which a saved executable "
-                           "cannot hold yet: save a compile for fixed shapes (`glow compile MODEL --save FILE "
-                           "--shape NAME=DxD`)")
+        """With static input shapes and no input specialised on its values there is one signature
+        (nodes left for specialisation, such as an exporter's GatherND, are settled by shapes
+        alone): its executable is saved. Anything else would need one file per signature."""
+        import numpy as np
+
+        from . import dtypes as dt
+
+        ins = self.graph.inputs
+        if self._values or not all(isinstance(v.type, dt.TensorType) and v.type.is_static for v in ins):
+            raise BackendError(f"graph '{self.graph.name}' has dynamic input shapes, which a saved executable "
+                               "cannot hold yet: save a compile for fixed shapes (`glow compile MODEL --save FILE "
+                               "--shape NAME=DxD`)")
+        exe, _ = self.specialized({v.name: np.zeros(v.type.shape, v.type.dtype.np) for v in ins})
+        return exe._saved_state()
 
     @property
     def stats(self) -> dict:
