@@ -179,7 +179,8 @@ def test_cli_bundle_and_its_errors(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "net.o" in r.stdout and (tmp_path / "b" / "net.o").exists()
     for args, words in ((["--target", "no-such-arch-linux"], "--target no-such-arch-linux"),
-                        (["--name", "3net"], "C identifier")):
+                        (["--name", "3net"], "C identifier"),
+                        (["--cpu", "notacpu"], "--cpu notacpu")):  # LLVM would abort the process
         r = cli("bundle", str(model), "-o", str(tmp_path / "bad"), *args)
         assert r.returncode == 2 and words in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1

@@ -59,6 +59,22 @@ def _c_name(name: str) -> str:
     return s if s and not s[0].isdigit() else "_" + s
 
 
+def _check_cpu(triple: str, cpu: str) -> None:
+    """An InputError unless LLVM knows `cpu` for `triple`. LLVM only warns about an unknown CPU
+    on stderr, and may then abort the process (x86-64 code for a CPU without 64-bit): so a
+    child process compiles an empty module for it first."""
+    import subprocess
+    import sys
+
+    code = ("import llvmlite.binding as l; l.initialize_all_targets(); l.initialize_all_asmprinters(); "
+            f"tm = l.Target.from_triple({triple!r}).create_target_machine(cpu={cpu!r}); "
+            f"m = l.parse_assembly('target triple = \"{triple}\"\\ndefine void @f() {{ ret void }}'); "
+            "tm.emit_object(m)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0 or "not a recognized processor" in r.stderr:
+        raise InputError(f"--cpu {cpu}: LLVM does not know this CPU for {triple}")
+
+
 def _target(triple: str | None, cpu: str | None) -> dict:
     """The target's triple, CPU, features and instruction-set level (the host's by default)."""
     jit.target_machine()  # LLVM's targets initialised
@@ -66,6 +82,7 @@ def _target(triple: str | None, cpu: str | None) -> dict:
     if triple is None or triple == host:
         if cpu is None:
             return {"triple": host, "cpu": jit.cpu_name(), "features": jit.host_features(), "isa": jit.isa()}
+        _check_cpu(host, cpu)
         return {"triple": host, "cpu": cpu, "features": "", "isa": "generic"}
     try:
         llvm.Target.from_triple(triple)
@@ -73,6 +90,8 @@ def _target(triple: str | None, cpu: str | None) -> dict:
         raise InputError(f"--target {triple}: LLVM cannot make code for it ({str(e).strip()})") from None
     arch = triple.split("-")[0]
     dcpu, features = DEFAULTS.get(arch, ("generic", ""))
+    if cpu is not None:
+        _check_cpu(triple, cpu)
     return {"triple": triple, "cpu": cpu or dcpu, "features": features, "isa": "generic"}
 
 
