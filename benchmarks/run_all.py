@@ -1,11 +1,13 @@
-"""The CPU backend against onnxruntime on the twelve benchmark models, at 1 and 2 threads.
+"""The CPU backend against onnxruntime and OpenVINO on the twelve benchmark models, at 1 and 2 threads.
 
     python benchmarks/run_all.py                      # everything; writes docs/performance.md
     python benchmarks/run_all.py --models resnet50 mlp --threads 1 --rounds 10 --no-write
 
-Each model is measured with `glow.bench.bench` (glow and onnxruntime interleaved in one process,
-alternating which runs first, medians with min-max). Compile times of ResNet-50 are measured cold
-(an empty compile cache) and cached. Results also go to benchmarks/results.json.
+Each model is measured with `glow.bench.bench` (glow, onnxruntime and OpenVINO interleaved in one
+process, rotating which runs first, medians with min-max, busy threads per runtime). Compile times
+of ResNet-50 are measured cold (an empty compile cache) and cached. Results go to
+benchmarks/results.json under the instruction-set level glow compiled for (avx512, avx2,
+generic), so docs/performance.md keeps one table per level measured, each from its own machine.
 """
 
 from __future__ import annotations
@@ -85,17 +87,18 @@ def _feeds(exe):
     return make_inputs(exe.graph, seed=0)
 
 
-def run(models, threads_list, rounds) -> dict:
+def run(models, threads_list, rounds, peers) -> dict:
     from glow.bench import bench
 
     results = []
     for threads in threads_list:
         for m in models:
-            r = bench(m, backend="cpu", threads=threads, rounds=rounds)
-            d = r.to_dict()
-            results.append(d)
-            print(f"{m:14s} {threads}T glow {r.glow.median_ms:9.3f} ms  ort {r.peer.median_ms:9.3f} ms  "
-                  f"ratio {r.ratio:5.2f}  diff {r.max_abs_diff:.1e}", flush=True)
+            r = bench(m, backend="cpu", threads=threads, rounds=rounds, vs=peers)
+            results.append(r.to_dict())
+            cols = "  ".join(f"{n} {t.median_ms:9.3f} ms" for n, t in r.peers.items())
+            print(f"{m:14s} {threads}T glow {r.glow.median_ms:9.3f} ms  {cols}  ratio(ort) {r.ratio:5.2f}  "
+                  f"ratio(fastest) {r.ratio_fastest:5.2f}  busy {r.glow.busy_threads}  "
+                  f"diff {r.max_abs_diff:.1e}", flush=True)
     return {"results": results}
 
 
@@ -107,24 +110,72 @@ def _ms(t):
     return f"{t['median_ms']:.3f} ({t['min_ms']:.3f}-{t['max_ms']:.3f})"
 
 
-def markdown(data: dict) -> str:
-    res = data["results"]
-    threads_list = sorted({r["threads"] for r in res})
+def _peers(r: dict) -> dict:
+    """A result's peers by name (results written before OpenVINO was measured hold one 'peer')."""
+    return r.get("peers") or {r["peer_name"]: r["peer"]}
+
+
+def _fastest_ratio(r: dict) -> float:
+    return r["glow"]["median_ms"] / min(t["median_ms"] for t in _peers(r).values())
+
+
+PEER_TITLES = {"onnxruntime": "onnxruntime", "openvino": "OpenVINO"}
+
+
+def _table(rows: list[dict], t: int) -> list[str]:
+    names = list(dict.fromkeys(n for r in rows for n in _peers(r)))
+    head = ["model", "glow ms", *(f"{PEER_TITLES.get(n, n)} ms" for n in names), "glow / onnxruntime"]
+    if len(names) > 1:
+        who = " / ".join(["glow"] + [PEER_TITLES.get(n, n) for n in names])
+        head += ["glow / fastest peer", f"busy threads ({who})"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        p = _peers(r)
+        cells = [r["model"], _ms(r["glow"]), *(_ms(p[n]) if n in p else "-" for n in names),
+                 f"{r['glow']['median_ms'] / p['onnxruntime']['median_ms']:.2f}"]
+        if len(names) > 1:
+            busy = [r["glow"].get("busy_threads")] + [p[n].get("busy_threads") if n in p else None for n in names]
+            cells += [f"{_fastest_ratio(r):.2f}", " / ".join("-" if b is None else f"{b:.1f}" for b in busy)]
+        lines.append("| " + " | ".join(cells) + " |")
+    ort = geomean([r["glow"]["median_ms"] / _peers(r)["onnxruntime"]["median_ms"] for r in rows])
+    plural = "s" if t > 1 else ""
+    lines += ["", f"Geometric mean at {t} thread{plural}, glow / onnxruntime: **{ort:.2f}**"
+              + (f"; glow / the fastest peer per model: **{geomean([_fastest_ratio(r) for r in rows]):.2f}**"
+                 if len(names) > 1 else "") + f" over {len(rows)} models.", ""]
+    return lines
+
+
+ISA_TITLES = {"avx512": "AVX-512", "avx2": "AVX2", "generic": "generic x86-64"}
+
+
+def markdown(by_isa: dict) -> str:
+    """docs/performance.md: one section per instruction-set level measured (newest data of each),
+    the richest first; the throughput, compile-time and environment notes of the newest run."""
     lines = ["# CPU backend performance", "",
-             "glow's CPU backend (`--backend cpu`) against onnxruntime's CPU execution provider on the "
-             "nine light models shipped in the onnx wheel and three generated ones "
-             "(`glow.testing.bench_models`). Latency of one inference, milliseconds: median "
-             "(min-max) over the rounds; ratio = glow median / onnxruntime median (below 1: glow "
-             "is faster).", ""]
-    for t in threads_list:
-        rows = [r for r in res if r["threads"] == t]
-        lines += [f"## {t} thread{'s' if t > 1 else ''}", "",
-                  "| model | glow ms | onnxruntime ms | ratio |", "|---|---|---|---|"]
-        for r in rows:
-            lines.append(f"| {r['model']} | {_ms(r['glow'])} | {_ms(r['peer'])} | {r['ratio']:.2f} |")
-        gm = geomean([r["ratio"] for r in rows])
-        lines += ["", f"Geometric mean of the ratios at {t} thread{'s' if t > 1 else ''}: **{gm:.2f}** "
-                  f"over {len(rows)} models.", ""]
+             "glow's CPU backend (`--backend cpu`) against onnxruntime's CPU execution provider and "
+             "OpenVINO's CPU plugin on the nine light models shipped in the onnx wheel and three "
+             "generated ones (`glow.testing.bench_models`). Latency of one inference, milliseconds: "
+             "median (min-max) over the rounds; ratios are of medians (below 1: glow is faster). "
+             "The code glow makes depends on the host's instruction set, so each level measured has "
+             "its own tables, from the machine named in its heading.", ""]
+    levels = sorted(by_isa, key=lambda k: list(ISA_TITLES).index(k) if k in ISA_TITLES else 9)
+    for isa in levels:
+        data = by_isa[isa]
+        env = data.get("env", {})
+        res = data["results"]
+        lines += [f"## {ISA_TITLES.get(isa, isa)}: {env.get('cpu_model', '?')} ({env.get('cpu', '?')}), "
+                  f"{env.get('cores', '?')} cores, measured {env.get('date', 'before 2026-12')}", ""]
+        if data.get("gemm_peak"):
+            gp = data["gemm_peak"]
+            best = max(gp["gemm"], key=lambda g: g["fraction"])
+            lines += [f"GEMM micro-kernel on one core: {best['gflops']:.0f} GFLOP/s on a "
+                      f"{best['m']}x{best['k']}x{best['n']} MatMul, **{100 * best['fraction']:.0f} %** of "
+                      f"the core's fp32 peak of {gp['peak_gflops']:.0f} GFLOP/s measured by an FMA loop "
+                      "(`python benchmarks/gemm_peak.py`).", ""]
+        for t in sorted({r["threads"] for r in res}):
+            lines += [f"### {t} thread{'s' if t > 1 else ''}", "", *_table([r for r in res if r["threads"] == t], t)]
+    data = by_isa[_newest(by_isa)]
+    res = data["results"]
     opencl = _opencl_section()
     if opencl:
         lines += opencl
@@ -136,7 +187,7 @@ def markdown(data: dict) -> str:
             for r in res:
                 if r["model"].endswith(m):
                     g = flops / r["glow"]["median_ms"] / 1e6
-                    p = flops / r["peer"]["median_ms"] / 1e6
+                    p = flops / _peers(r)["onnxruntime"]["median_ms"] / 1e6
                     lines.append(f"| {m} | {r['threads']} | {flops / 1e9:.2f} | {g:.0f} | {p:.0f} |")
         lines += ["", "FLOPs count 2 x multiply-adds of Conv, Gemm and MatMul only; whole-model latency "
                   "includes everything else and, on a busy machine, time without a core.", ""]
@@ -157,16 +208,21 @@ def markdown(data: dict) -> str:
     lines += ["## How this was measured", "",
               f"- `python benchmarks/run_all.py` ({env.get('rounds', '?')} interleaved rounds per model and "
               "thread count, after 3 warm-up runs each, every timed run preceded by at least 50 ms of "
-              "untimed runs of the same runtime and fed fresh input values, the same for both runtimes "
-              "in a round; `glow bench MODEL --backend cpu --threads N` "
-              "measures one model the same way).",
-              f"- Machine: {env.get('cpu', '?')}, {env.get('cores', '?')} cores; Python "
-              f"{env.get('python', '?')}, onnxruntime {env.get('onnxruntime', '?')}, llvmlite "
+              "untimed runs of the same runtime and fed fresh input values, the same for every runtime "
+              "in a round; `glow bench MODEL --backend cpu --threads N --vs onnxruntime,openvino` "
+              "measures one model the same way). Busy threads: the process's CPU time over the wall "
+              "time of a timed run, median (a spinning idle thread counts as busy).",
+              f"- This section, the throughput and compile-time figures: the newest run, on "
+              f"{env.get('cpu_model', '?')} ({env.get('cpu', '?')}, glow at level {env.get('isa', '?')}), "
+              f"{env.get('cores', '?')} cores; Python {env.get('python', '?')}, onnxruntime "
+              f"{env.get('onnxruntime', '?')}, OpenVINO {env.get('openvino', '-')}, llvmlite "
               f"{env.get('llvmlite', '?')}.",
               "- onnxruntime: `intra_op_num_threads` = N, `inter_op_num_threads` = 1, default graph "
-              "optimisations. glow: `glow.compile(model, 'cpu', threads=N)`.",
-              "- Inputs: seeded random normal data (`glow run`'s generator); outputs of both are "
-              "compared (max |diff| in benchmarks/results.json).",
+              "optimisations. OpenVINO: CPU plugin, `INFERENCE_NUM_THREADS` = N, one stream, latency "
+              "hint, fp32 inference precision (on CPUs with bf16 its default would compute something "
+              "else). glow: `glow.compile(model, 'cpu', threads=N)`.",
+              "- Inputs: seeded random normal data (`glow run`'s generator); glow's outputs are "
+              "compared with onnxruntime's (max |diff| in benchmarks/results.json).",
               f"- Load average (1, 5, 15 min) when the run started: {env.get('loadavg_start', '?')}, "
               f"when it ended: {env.get('loadavg_end', '?')} (on {env.get('cores', '?')} cores). The "
               "machine is shared with other jobs: with more runnable threads than cores, absolute "
@@ -255,18 +311,36 @@ NOTES = """## Where the time goes
 def environment(rounds) -> dict:
     import llvmlite
     import onnxruntime
+    from glow.backends.cpu import jit
+    from host import cpu_model
 
-    cpu = "?"
+    env = {"rounds": rounds, "cpu": jit.cpu_name(), "cpu_model": cpu_model(), "isa": jit.isa(),
+           "cores": len(os.sched_getaffinity(0)), "date": time.strftime("%Y-%m-%d"),
+           "loadavg_end": [round(x, 1) for x in os.getloadavg()],
+           "python": platform.python_version(), "onnxruntime": onnxruntime.__version__,
+           "llvmlite": llvmlite.__version__}
     try:
-        from glow.backends.cpu import jit
+        import openvino
 
-        cpu = jit.host_description().split()[1]
-    except Exception:  # noqa: BLE001
+        env["openvino"] = openvino.__version__.split("-")[0]
+    except ImportError:
         pass
-    return {"rounds": rounds, "cpu": cpu, "cores": len(os.sched_getaffinity(0)),
-            "loadavg_end": [round(x, 1) for x in os.getloadavg()],
-            "python": platform.python_version(), "onnxruntime": onnxruntime.__version__,
-            "llvmlite": llvmlite.__version__}
+    return env
+
+
+def _newest(by_isa: dict) -> str:
+    return max(by_isa, key=lambda k: by_isa[k].get("env", {}).get("date", ""))
+
+
+def load_results() -> dict:
+    """benchmarks/results.json by instruction-set level (a file from before the levels were kept
+    apart holds one run, made on an AVX-512 machine)."""
+    path = os.path.join(HERE, "results.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        data = json.load(f)
+    return data["by_isa"] if "by_isa" in data else {"avx512": data}
 
 
 def main(argv=None):
@@ -274,26 +348,33 @@ def main(argv=None):
     ap.add_argument("--models", nargs="*", default=MODELS)
     ap.add_argument("--threads", nargs="*", type=int, default=[1, 2])
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--vs", default="onnxruntime,openvino", help="peers, comma-separated (glow bench --vs)")
     ap.add_argument("--no-compile-times", action="store_true")
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/ and results.json")
     args = ap.parse_args(argv)
     load_start = [round(x, 1) for x in os.getloadavg()]
-    data = run(args.models, args.threads, args.rounds)
+    data = run(args.models, args.threads, args.rounds, args.vs)
     data["env"] = environment(args.rounds)
     data["env"]["loadavg_start"] = load_start
+    import gemm_peak
+
+    data["gemm_peak"] = gemm_peak.measure(verbose=False)
     data["gflops"] = {m: model_flops(m) for m in ("resnet50", "vgg19") if m in args.models}
     data["conv_layers"] = {m: conv_layers.measure(m, verbose=False) for m in data["gflops"]}
     if not args.no_compile_times and "resnet50" in args.models:
         data["compile"] = compile_times("resnet50", args.threads[0])
         print(f"resnet50 compile: cold {data['compile']['cold']:.1f} s, cached {data['compile']['cached']:.1f} s")
     for t in args.threads:
-        ratios = [r["ratio"] for r in data["results"] if r["threads"] == t]
-        print(f"geometric mean ratio at {t} thread(s): {geomean(ratios):.3f}")
+        rows = [r for r in data["results"] if r["threads"] == t]
+        print(f"geometric mean at {t} thread(s): glow/onnxruntime {geomean([r['ratio'] for r in rows]):.3f}, "
+              f"glow/fastest peer {geomean([_fastest_ratio(r) for r in rows]):.3f}")
     if not args.no_write:
+        by_isa = load_results()
+        by_isa[data["env"]["isa"]] = data
         with open(os.path.join(HERE, "results.json"), "w") as f:
-            json.dump(data, f, indent=1)
+            json.dump({"by_isa": by_isa}, f, indent=1)
         with open(os.path.join(ROOT, "docs", "performance.md"), "w") as f:
-            f.write(markdown(data))
+            f.write(markdown(by_isa))
     return data
 
 

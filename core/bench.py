@@ -1,27 +1,36 @@
-"""Latency benchmarks: glow and onnxruntime interleaved in one process, medians over rounds.
+"""Latency benchmarks: glow and its peers (onnxruntime, OpenVINO) interleaved in one process,
+medians over rounds.
 
-Machines here are noisy, so glow and the peer are measured side by side: each round times one
-run of each, alternating which goes first, and the report gives medians with min-max and the
-ratio of medians (glow / peer; below 1 is faster than the peer). Before each timed run the same
-runtime runs untimed for at least SETTLE_S, so neither is timed while the other's idle threads
-still hold a core (onnxruntime's spin after each run).
+Machines here are noisy, so glow and the peers are measured side by side: each round times one
+run of each, rotating which goes first, and the report gives medians with min-max and the ratio
+of medians (glow / peer; below 1 is faster than the peer). Before each timed run the same runtime
+runs untimed for at least SETTLE_S, so none is timed while another's idle threads still hold a
+core (onnxruntime's spin after each run, OpenVINO's TBB workers).
 
 Every timed run gets fresh input values (`make_inputs` with a new seed per round, drawn before the
-timer starts; glow and the peer get the same ones in a round), never the values of an earlier
-run: a repeated input could hit a cached specialisation or result and time nothing. The outputs
-of every timed run are compared with the peer's (`max_abs_diff`).
+timer starts; every runtime gets the same ones in a round), never the values of an earlier run: a
+repeated input could hit a cached specialisation or result and time nothing. The outputs of every
+timed run are compared with the first peer's (`max_abs_diff`).
+
+Busy threads: the process's CPU time over the wall time of each timed run (median over rounds),
+per runtime. It checks that `threads=T` keeps T threads working; a spinning idle thread counts
+as busy, so it is a check, not a claim of useful work.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .errors import GlowError
+from .errors import GlowError, InputError
+
+#: The peers `bench` knows, in the order reports list them.
+PEERS = ("onnxruntime", "openvino")
 
 
 def resolve_model(spec: str):
@@ -45,11 +54,13 @@ class Timing:
     median_ms: float
     min_ms: float
     max_ms: float
+    busy_threads: float | None = None
 
     @staticmethod
-    def of(samples: list[float]) -> Timing:
+    def of(samples: list[float], busy: list[float] | None = None) -> Timing:
         ms = [s * 1e3 for s in samples]
-        return Timing(statistics.median(ms), min(ms), max(ms))
+        return Timing(statistics.median(ms), min(ms), max(ms),
+                      round(statistics.median(busy), 2) if busy else None)
 
 
 @dataclass
@@ -60,39 +71,111 @@ class BenchResult:
     rounds: int
     compile_s: float
     glow: Timing
-    peer: Timing | None = None
-    peer_name: str | None = None
+    peers: dict[str, Timing] = field(default_factory=dict)
     max_abs_diff: float | None = None
     extra: dict = field(default_factory=dict)
 
     @property
+    def peer_name(self) -> str | None:
+        """The first peer (what `ratio` and `max_abs_diff` compare with)."""
+        return next(iter(self.peers), None)
+
+    @property
+    def peer(self) -> Timing | None:
+        return self.peers.get(self.peer_name) if self.peers else None
+
+    def ratio_to(self, name: str) -> float:
+        return self.glow.median_ms / self.peers[name].median_ms
+
+    @property
     def ratio(self) -> float | None:
-        return None if self.peer is None else self.glow.median_ms / self.peer.median_ms
+        return None if self.peer is None else self.ratio_to(self.peer_name)
+
+    @property
+    def fastest_peer(self) -> str | None:
+        return min(self.peers, key=lambda n: self.peers[n].median_ms) if self.peers else None
+
+    @property
+    def ratio_fastest(self) -> float | None:
+        """glow / the fastest peer's median (the issue-15 figure: below 1 beats every peer)."""
+        return None if not self.peers else self.ratio_to(self.fastest_peer)
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["ratio"] = self.ratio
+        d.update(peer_name=self.peer_name, ratio=self.ratio, fastest_peer=self.fastest_peer,
+                 ratio_fastest=self.ratio_fastest, ratios={n: self.ratio_to(n) for n in self.peers})
         return d
 
 
-def _onnxruntime_session(model, threads: int):
+def _model_bytes(model) -> bytes:
+    return model.SerializeToString() if hasattr(model, "SerializeToString") else open(model, "rb").read()
+
+
+def _onnxruntime(model, threads: int):
+    """A runner `feeds -> [outputs in graph order]` on onnxruntime's CPU provider."""
     try:
         import onnxruntime as ort
     except ImportError:
-        raise GlowError("--vs onnxruntime needs the onnxruntime package (pip install onnxruntime)") from None
+        raise InputError("--vs onnxruntime needs the onnxruntime package (pip install onnxruntime)") from None
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
-    data = model.SerializeToString() if hasattr(model, "SerializeToString") else open(model, "rb").read()
-    return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(_model_bytes(model), opts, providers=["CPUExecutionProvider"])
+    return lambda feeds: sess.run(None, feeds)
+
+
+def _openvino(model, threads: int):
+    """A runner on OpenVINO's CPU plugin, in fp32 (its default on some CPUs is bf16, which would
+    not be the same computation), one stream of `threads` threads, latency mode."""
+    try:
+        import openvino as ov
+    except ImportError:
+        raise InputError("--vs openvino needs the openvino package (pip install 'glow[bench]')") from None
+    core = ov.Core()
+    if hasattr(model, "SerializeToString"):  # a generated model: OpenVINO reads ONNX from a file
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "model.onnx")
+            with open(path, "wb") as f:
+                f.write(model.SerializeToString())
+            ov_model = core.read_model(path)
+    else:
+        ov_model = core.read_model(model)
+    compiled = core.compile_model(ov_model, "CPU", {
+        "INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY",
+        "INFERENCE_PRECISION_HINT": "f32"})
+    request = compiled.create_infer_request()
+
+    def run(feeds):
+        request.infer(feeds)  # outputs live in the request's buffers: copy before the next run
+        return [np.array(request.get_output_tensor(i).data) for i in range(len(compiled.outputs))]
+
+    return run
+
+
+_MAKERS = {"onnxruntime": _onnxruntime, "openvino": _openvino}
+
+
+def peer_names(vs) -> list[str]:
+    """`vs` as a list of peers: None/'none' -> [], 'onnxruntime,openvino' or a list -> the names."""
+    if vs is None:
+        return []
+    names = [v.strip() for v in (vs.split(",") if isinstance(vs, str) else vs) if v.strip()]
+    if names == ["none"]:
+        return []
+    bad = [n for n in names if n not in _MAKERS]
+    if bad:
+        raise InputError(f"unknown peer {bad[0]!r} (known: {', '.join(PEERS)}, or none)")
+    return list(dict.fromkeys(names))
 
 
 def bench(spec: str, backend: str | None = None, threads: int = 1, rounds: int = 20,
-          warmup: int = 3, vs: str | None = "onnxruntime", native: str | None = None) -> BenchResult:
+          warmup: int = 3, vs="onnxruntime", native: str | None = None) -> BenchResult:
     from . import api
     from .inputs import make_inputs
     from .onnx_import import load_onnx
+    from .progress import bar
 
+    names = peer_names(vs)
     model, name = resolve_model(spec)
     graph = load_onnx(model)
     feeds = make_inputs(graph, seed=0)
@@ -100,37 +183,35 @@ def bench(spec: str, backend: str | None = None, threads: int = 1, rounds: int =
     exe = api.compile(graph, backend=backend, native=native, threads=threads)
     compile_s = time.perf_counter() - t0
     be_name = backend or api.registry().default().name
-    peer = _onnxruntime_session(model, threads) if vs == "onnxruntime" else None
-    if vs not in (None, "onnxruntime"):
-        raise GlowError(f"unknown peer '{vs}' (only 'onnxruntime')")
+    peers = [_MAKERS[n](model, threads) for n in names]
     out = exe.run(feeds)  # untimed: a first run may compile (specialising executables)
-    diff = None if peer is None else _max_diff(graph, out, peer.run(None, feeds))
+    diff = _max_diff(graph, out, peers[0](feeds)) if peers else None
     for _ in range(warmup):  # warm-up and settling runs use the seed-0 inputs; timed runs never do
         exe.run(feeds)
-        if peer is not None:
-            peer.run(None, feeds)
-    runners = [lambda f: exe.run(f)] + ([lambda f: peer.run(None, f)] if peer is not None else [])
+        for p in peers:
+            p(feeds)
+    runners = [exe.run] + peers
     times: list[list[float]] = [[] for _ in runners]
-    from .progress import bar
-
+    busy: list[list[float]] = [[] for _ in runners]
     rounds_bar = bar(rounds, f"bench {name}", unit="round")  # drawn only on a terminal
     for i in range(rounds):
         rounds_bar.update(1)
         fresh = make_inputs(graph, seed=1 + i)  # this round's values, drawn before any timer starts
         outs = [None] * len(runners)
-        order = range(len(runners)) if i % 2 == 0 else reversed(range(len(runners)))
-        for who in order:
+        for k in range(len(runners)):  # rotate who goes first, so no runtime always follows another
+            who = (i + k) % len(runners)
             if len(runners) > 1:
                 _settle(runners[who], feeds)
-            t = time.perf_counter()
+            c, t = time.process_time(), time.perf_counter()
             outs[who] = runners[who](fresh)
-            times[who].append(time.perf_counter() - t)
-        if peer is not None:
-            diff = max(diff, _max_diff(graph, *outs))
+            wall = time.perf_counter() - t
+            times[who].append(wall)
+            busy[who].append((time.process_time() - c) / wall if wall > 0 else 0.0)
+        if peers:
+            diff = max(diff, _max_diff(graph, *outs[:2]))
     rounds_bar.close()
-    g_times, p_times = times[0], times[1] if peer is not None else []
-    return BenchResult(name, be_name, threads, rounds, compile_s, Timing.of(g_times),
-                       Timing.of(p_times) if p_times else None, vs if peer is not None else None, diff)
+    return BenchResult(name, be_name, threads, rounds, compile_s, Timing.of(times[0], busy[0]),
+                       {n: Timing.of(t, b) for n, t, b in zip(names, times[1:], busy[1:])}, diff)
 
 
 def _max_diff(graph, out: dict, ref: list) -> float:
@@ -153,12 +234,17 @@ def _settle(run, feeds) -> None:
         run(feeds)
 
 
+def _busy(t: Timing) -> str:
+    return "" if t.busy_threads is None else f", {t.busy_threads:.1f} busy threads"
+
+
 def format_result(r: BenchResult) -> str:
     g = r.glow
     line = (f"{r.model}: glow[{r.backend}, {r.threads}T] {g.median_ms:.3f} ms "
-            f"(min {g.min_ms:.3f}, max {g.max_ms:.3f}), compile {r.compile_s:.2f} s")
-    if r.peer is not None:
-        p = r.peer
-        line += (f"; {r.peer_name} {p.median_ms:.3f} ms (min {p.min_ms:.3f}, max {p.max_ms:.3f}); "
-                 f"ratio {r.ratio:.2f}; max |diff| {r.max_abs_diff:.2e}")
+            f"(min {g.min_ms:.3f}, max {g.max_ms:.3f}{_busy(g)}), compile {r.compile_s:.2f} s")
+    for n, p in r.peers.items():
+        line += (f"; {n} {p.median_ms:.3f} ms (min {p.min_ms:.3f}, max {p.max_ms:.3f}{_busy(p)}), "
+                 f"ratio {r.ratio_to(n):.2f}")
+    if r.peers:
+        line += f"; max |diff| {r.max_abs_diff:.2e}"
     return line

@@ -141,15 +141,17 @@ def build_parser() -> argparse.ArgumentParser:
     bd.add_argument("--json", action="store_true", help="print what was written as JSON")
     bd.set_defaults(func=cmd_bundle)
 
-    bn = sub.add_parser("bench", help="time a model against onnxruntime (interleaved, medians)",
+    bn = sub.add_parser("bench", help="time a model against onnxruntime and OpenVINO (interleaved, medians)",
                         description="Benchmark MODEL (a path, a light model name such as 'resnet50', or "
-                        "'mlp', 'small_cnn', 'transformer') with glow and onnxruntime in one process.")
+                        "'mlp', 'small_cnn', 'transformer') with glow and its peers in one process.")
     bn.add_argument("model")
     bn.add_argument("--backend", "-b", default=None)
     bn.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="threads for glow and the peer (default: all cores)")
     bn.add_argument("--rounds", type=int, default=20)
-    bn.add_argument("--vs", default="onnxruntime", choices=["onnxruntime", "none"])
+    bn.add_argument("--vs", default="onnxruntime", metavar="PEERS",
+                    help="comma-separated peers: onnxruntime, openvino (pip install 'glow[bench]'), "
+                    "or none (default onnxruntime)")
     bn.add_argument("--native", choices=["floor", "all"], default=None)
     bn.add_argument("--json", action="store_true")
     bn.set_defaults(func=cmd_bench)
@@ -293,7 +295,7 @@ def cmd_bench(args) -> int:
     if args.threads < 1 or args.rounds < 1:
         raise InputError("--threads and --rounds must be at least 1")
     r = bench(args.model, backend=args.backend, threads=args.threads, rounds=args.rounds,
-              vs=None if args.vs == "none" else args.vs, native=args.native)
+              vs=args.vs, native=args.native)
     print(json.dumps(r.to_dict(), indent=2) if args.json else format_result(r))
     return 0
 

@@ -3,6 +3,7 @@ timed run, so a benchmark never times a repeated input (which may hit a cached s
 
 import glow
 import numpy as np
+import pytest
 from glow import dtypes as dt
 from glow.graph import GraphBuilder
 from glow.inputs import make_inputs
@@ -68,3 +69,28 @@ def test_generated_ids_stay_inside_the_table_they_index():
     assert feeds["token_type_ids"].max() <= 1 and feeds["token_type_ids"].min() >= 0
     assert feeds["input_ids"].max() <= 9  # never past the default range, whatever the table
     glow.compile(graph, backend="reference").run(feeds)  # no out-of-range index
+
+
+def test_bench_against_both_peers_reports_each_and_busy_threads():
+    """`glow bench --vs onnxruntime,openvino`: every peer timed on the same fresh inputs, ratios
+    per peer and to the fastest, busy threads per runtime; glow's outputs match onnxruntime's."""
+    pytest.importorskip("openvino")  # in the dev extra; absent only in a hand-made venv
+    from glow.bench import bench, format_result
+
+    r = bench("mlp", backend="cpu", rounds=3, warmup=1, vs="onnxruntime,openvino")
+    assert list(r.peers) == ["onnxruntime", "openvino"] and r.max_abs_diff < 1e-4
+    assert r.fastest_peer in r.peers and r.ratio_fastest >= min(r.ratio_to(n) for n in r.peers) - 1e-12
+    assert all(t.busy_threads > 0 for t in [r.glow, *r.peers.values()])
+    d = r.to_dict()
+    assert set(d["ratios"]) == {"onnxruntime", "openvino"} and d["ratio"] == r.ratio_to("onnxruntime")
+    assert "openvino" in format_result(r) and "busy threads" in format_result(r)
+
+
+def test_bench_names_an_unknown_peer():
+    from glow.bench import peer_names
+    from glow.errors import InputError
+
+    assert peer_names("none") == [] and peer_names(None) == []
+    assert peer_names("onnxruntime, openvino") == ["onnxruntime", "openvino"]
+    with pytest.raises(InputError, match="unknown peer 'tvm'"):
+        peer_names("onnxruntime,tvm")
