@@ -34,7 +34,8 @@ for name, model in (("small_cnn", small_cnn()), ("transformer", transformer(seq=
     got, want = exe.run(feeds), glow.compile(model, backend="reference").run(feeds)
     err = max(float(np.abs(got[k] - want[k]).max()) for k in want)
     asm = jit.target_machine().emit_assembly(llvm.parse_assembly(exe.program.module_text))
-    out["models"][name] = {"err": err, "zmm": "%zmm" in asm, "ymm": "%ymm" in asm}
+    out["models"][name] = {"err": err, "zmm": "%zmm" in asm, "ymm": "%ymm" in asm,
+                           "libm_fma": bool(re.search(r"\bfmaf?\b", asm))}
 print(json.dumps(out))
 """
 
@@ -57,6 +58,9 @@ def test_each_level_runs_and_emits_nothing_richer(level, tmp_path):
     assert out["isa"] == level
     for name, m in out["models"].items():
         assert m["err"] < 1e-3, (level, name, m)
+        # a multiply-add is an instruction, or a multiply and an add, never a libm call per lane
+        # (llvm.fma on a target without FMA made the generic GEMM 30 times slower)
+        assert not m["libm_fma"], f"{name}: calls fma/fmaf at the {level} level"
         if level == "avx2":
             assert not m["zmm"], f"{name}: AVX-512 registers in code made for avx2"
         if level == "generic":

@@ -48,7 +48,9 @@ class _Math:
         return self.b.call(f, list(args))
 
     def fma(self, a, b, c):
-        return self.call("fma", a, b, c)
+        # fmuladd: fused on FMA targets; on others a multiply and an add, not a libm call per lane
+        # (the Cody-Waite split of ln 2 keeps n * LN2_HI exact, so nothing relies on one rounding)
+        return self.call("fmuladd", a, b, c)
 
     def horner(self, x, coefs):
         acc = self.c(coefs[-1])
