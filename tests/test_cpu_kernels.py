@@ -190,3 +190,38 @@ def test_layer_norm(shape, axis, bias):
     g = build(fn, ("x", shape))
     assert "LayerNormalization" in program_ops(g)
     agree(g, {"x": rand(*shape) * 3 + 1})
+
+
+SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, -2.5, 1e-40, 1e-30, 1e38, 3.4e38, 0.3, 1.0,
+                    7.25, 123456.7], np.float32)
+
+
+def c_pow(x, e):
+    """C's pow in float64 (NumPy's float ** 0.5 is sqrt, which reads -0 and -inf otherwise)."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(all="ignore"):
+        if e != int(e):  # a non-integer power of -0 or -inf is that of +0 or +inf
+            x = np.where((x == 0) | (x == -np.inf), np.abs(x), x)
+        return np.power(x, e)
+
+
+@pytest.mark.parametrize("e", [0.75, 0.5, 0.25, -0.75, -0.5, 1.5, 2.0, 3.0, 4.0, -1.0, -4.0, 2.75, 0.0, 1.0, 0.3])
+def test_pow_with_a_constant_exponent_is_pow(e):
+    """x ** e for an exponent known when compiling (LRN's 0.75): multiples of 1/4 are computed with
+    multiplications and square roots in vector code, standalone and inside a fused body, and must
+    still be C's pow in float64 rounded to float32 (signed zeros, infinities, NaN, negatives,
+    subnormals) to within one unit in the last place; other exponents (0.3) take the libm path."""
+    x = np.concatenate([SPECIAL, np.abs(rand(33)) * 10]).astype(np.float32)
+    g = build(lambda b, x: [b.add1("Pow", [x, b.constant(np.float32(e))]),
+                            b.add1("Mul", [b.add1("Pow", [b.add1("Add", [x, b.constant(np.float32(1))]),
+                                                          b.constant(np.float32(e))]), x])], ("x", x.shape))
+    got = glow.compile(g, "cpu", threads=1).run({"x": x})
+    with np.errstate(all="ignore"):
+        e32 = float(np.float32(e))  # the exponent the graph holds
+        wants = [c_pow(x, e32).astype(np.float32), c_pow(x + np.float32(1), e32).astype(np.float32) * x]
+    for k, want in enumerate(wants):
+        y = got[g.outputs[k].name]
+        assert np.array_equal(np.isnan(y), np.isnan(want)), (e, k, x[np.isnan(y) != np.isnan(want)])
+        ok = ~np.isnan(want)
+        assert np.array_equal(np.signbit(y[ok]), np.signbit(want[ok])), (e, k)
+        np.testing.assert_array_max_ulp(y[ok], want[ok], maxulp=1)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 from glow import dtypes as dt
-from glow.ir.instr import Expr
+from glow.ir.instr import WEIGHT, Buffer, Expr
 
 from ..codegen import cpu_kernel, has_ltype
 from ..irutil import I64, PTR, VEC
@@ -172,9 +172,18 @@ def expr_supported(e: Expr) -> bool:
 
 
 def _op_expr(instr) -> Expr:
-    """A single elementwise kernel instruction as an expression tree over its inputs."""
+    """A single elementwise kernel instruction as an expression tree over its inputs. Pow's
+    exponent, when it is one constant, is an immediate (as in a fused body), so the emitter sees
+    its value (x ** 0.75 is two square roots, not a libm pow per lane)."""
     n = len(instr.inputs) if instr.n_args is None else instr.n_args
-    leaves = tuple(None if o is None else Expr(o.type, arg=k) for k, o in enumerate(instr.inputs[:n]))
+
+    def leaf(k, o):
+        if (instr.op.name == "Pow" and k == 1 and isinstance(o, Buffer) and o.kind == WEIGHT
+                and o.data is not None and o.data.size == 1):
+            return Expr(o.type, value=o.data)
+        return Expr(o.type, arg=k)
+
+    leaves = tuple(None if o is None else leaf(k, o) for k, o in enumerate(instr.inputs[:n]))
     return Expr(instr.outputs[0].type, op=instr.op, args=leaves, attrs=dict(instr.attrs))
 
 
