@@ -220,11 +220,12 @@ def _max_diff(graph, out: dict, ref: list) -> float:
                 for o, r in zip(graph.outputs, ref)), default=0.0)
 
 
-#: Untimed runs after switching runtimes last at least this long: onnxruntime's idle workers spin
-#: for tens of milliseconds after a run (`allow_spinning`), holding a core the next runtime's
-#: threads need; glow's sleep. Timing the first run after a switch would charge one runtime for
-#: the other's spinning.
-SETTLE_S = 0.05
+#: Untimed runs after switching runtimes last at least this long: onnxruntime's idle worker spins
+#: for about 45 ms after a run (`allow_spinning`; measured on Zen 3 as process CPU time after its
+#: last run), holding a core the next runtime's threads need; glow's sleep. With 50 ms, glow's
+#: 2-thread transformer was timed at 4.0-4.3 ms beside onnxruntime and 2.3 ms beside OpenVINO
+#: alone: its scheduler, seeing its second thread stalled, had fallen back to one thread.
+SETTLE_S = 0.15
 
 
 def _settle(run, feeds) -> None:
