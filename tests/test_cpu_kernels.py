@@ -107,6 +107,10 @@ CONVS = [  # (cin, hw, cout, k, stride, pads, dilation, group)
     (24, 10, 24, 3, 1, (1, 1, 1, 1), 1, 24),  # depthwise
     (20, 7, 20, 5, 2, (2, 2, 2, 2), 1, 20),  # depthwise, channels not a multiple of 16
     (32, 6, 48, 3, 1, (0, 0, 0, 0), 1, 4),
+    # ShuffleNet's grouped 1x1: 34 columns a group, so the last of several panels is partial
+    # (stores branch between plain and masked), weights small enough to go tile-major
+    (136, 7, 136, 1, 1, (0, 0, 0, 0), 1, 4),
+    (40, 5, 72, 1, 1, (0, 0, 0, 0), 1, 1),  # 1x1, stride 1, unpadded: pixels are rows
 ]
 
 

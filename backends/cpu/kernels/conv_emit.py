@@ -120,6 +120,8 @@ def emit_conv(make_kb, g: ConvGeometry, epilogue=None, extra_args: int = 0, *, h
     taps = kb.ptr(wp, g.groups * npanels * K * g.nr)  # the tap offset table follows the panels
 
     def row_offset(p):
+        if (g.kh, g.kw, g.sh, g.sw, g.hp, g.wp) == (1, 1, 1, 1, g.ho, g.wo):
+            return b.mul(p, kb.i64(g.cin))  # a 1x1 convolution's pixels are its input's rows
         n_ = b.udiv(p, kb.i64(g.ho * g.wo))
         rem = b.urem(p, kb.i64(g.ho * g.wo))
         oy = b.udiv(rem, kb.i64(g.wo))
@@ -131,11 +133,20 @@ def emit_conv(make_kb, g: ConvGeometry, epilogue=None, extra_args: int = 0, *, h
 
     ntaps = b.sext(b.load(taps, typ=I32, align=4), I64)
 
+    # A group whose packed weights fit in L1 with room to spare (ShuffleNet's grouped 1x1
+    # convolutions: 5 panels of 68 x 16) takes its items row tile by row tile, every panel of a
+    # tile in turn, so the tile's input rows are read from memory once, not once per panel.
+    tile_major = npanels > 1 and npanels * K * g.nr * 4 <= L1_WEIGHTS
+
     def tile(item):
         grp = b.sdiv(item, kb.i64(per_group))
         rem = b.srem(item, kb.i64(per_group))
-        panel = b.sdiv(rem, kb.i64(tiles))
-        t = b.srem(rem, kb.i64(tiles))
+        if tile_major:
+            t = b.sdiv(rem, kb.i64(npanels))
+            panel = b.srem(rem, kb.i64(npanels))
+        else:
+            panel = b.sdiv(rem, kb.i64(tiles))
+            t = b.srem(rem, kb.i64(tiles))
         i0 = b.mul(t, kb.i64(mr))
         ps = [b.add(i0, kb.i64(r)) for r in range(mr)]
         rows_valid = None
@@ -170,6 +181,10 @@ def emit_conv(make_kb, g: ConvGeometry, epilogue=None, extra_args: int = 0, *, h
         tile(item)
     return kb.finish()
 
+
+#: Bytes of packed weights per group small enough to stay in a 32 KB L1 data cache beside a
+#: tile's input rows (conv items then go row tile by row tile).
+L1_WEIGHTS = 24 * 1024
 
 #: Output pixels along a row that a depthwise kernel computes together (independent FMA chains).
 DW_BLOCK = 4

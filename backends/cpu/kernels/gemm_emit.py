@@ -160,6 +160,13 @@ class Epilogue:
         return v
 
 
+def _masks_cheap() -> bool:
+    """Masked loads and stores cost what plain ones do (AVX-512's mask registers)."""
+    from ..jit import isa
+
+    return isa() == "avx512"
+
+
 def runtime_lane_mask(kb: KernelBuilder, count):
     """<16 x i1>: lanes i < count (an i64 value; <= 0 gives none, >= 16 all)."""
     b = kb.b
@@ -207,15 +214,29 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
 
     k_segments(body)
 
+    def store_vec(r, v, mask):
+        col = b.add(col0, kb.i64(v * VEC))
+        off = b.add(c_offsets[r], col)
+        val = epilogue.apply(kb, b.load(accs[r][v]), col, off, mask)
+        if mask is None:
+            b.store(val, kb.ptr(c_ptr, off), align=4)
+        else:
+            masked_store(kb, val, kb.ptr(c_ptr, off), mask)
+
     def store_row(r):
         for v in range(live):
-            col = b.add(col0, kb.i64(v * VEC))
-            off = b.add(c_offsets[r], col)
-            val = epilogue.apply(kb, b.load(accs[r][v]), col, off, masks[v])
-            if masks[v] is None:
-                b.store(val, kb.ptr(c_ptr, off), align=4)
-            else:
-                masked_store(kb, val, kb.ptr(c_ptr, off), masks[v])
+            if masks[v] is None or not isinstance(n_valid, ir.Value) or _masks_cheap():
+                store_vec(r, v, masks[v])
+                continue
+            # A column count known only at run time masks every panel's stores, yet only the
+            # last panel is partial; below AVX-512 a masked store costs several plain ones
+            # (vmaskmovps), so whole vectors branch to the plain store.
+            whole = b.icmp_signed(">=", b.sub(n_valid, kb.i64(v * VEC)), kb.i64(VEC))
+            with b.if_else(whole) as (then, otherwise):
+                with then:
+                    store_vec(r, v, None)
+                with otherwise:
+                    store_vec(r, v, masks[v])
 
     for r in range(mr):
         if rows_valid is None or r == 0:
