@@ -274,10 +274,16 @@ NOTES = """## Where the time goes
   weights per inference), for both runtimes.
 - **Instruction-set levels**: the code is made for the host's richest level (avx512, avx2 or
   generic x86-64; `GLOW_CPU_ISA` forces a lower one). The GEMM/convolution register tile follows
-  the register file: 6 x 64 or 14 x 32 on AVX-512's 32 zmm, 6 x 16 on AVX2's 16 ymm (a 16-lane
-  vector is two ymm registers: the AVX-512 tile would spill), 3 x 16 on SSE2. Forced to avx2 on
-  the Emerald Rapids session machine (1 thread), ResNet-50 went from 272 ms with the AVX-512 tile
-  to 142 ms (82 ms at avx512), the MLP from 4.5 to 1.6 ms (0.9 at avx512).
+  the register file: 6 x 64 or 14 x 32 on AVX-512's 32 zmm, 6 x 16 on AVX2's 16 ymm (12
+  accumulators, two B vectors, one broadcast of A; a 16-lane vector is two ymm registers, so the
+  AVX-512 tile would spill), 3 x 16 on SSE2. Below AVX-512 a masked store is slow (vmaskmovps),
+  so loops run whole vectors unmasked and mask only the last step, and a tile whose column count
+  is known only at run time branches to a plain store for its whole vectors; multiply-adds are
+  `llvm.fmuladd` (an FMA instruction where there is one, a multiply and an add on generic
+  x86-64, never a libm call per lane).
+- **LRN** (AlexNet, ZFNet, Inception-v1): its `(bias + alpha/size * sum) ** -beta` has a
+  constant exponent that is a multiple of 1/4, computed with square roots in vector code; as
+  libm `pow` per lane it had been a quarter of Inception-v1's time on Zen 3.
 - **Softmax, LayerNorm, pooling** are vector kernels (three passes over a row; windows clipped
   to the input, so padding is never materialised); exp/log/tanh/erf/sigmoid are vmath.py's
   polynomials, not libm calls.
