@@ -28,6 +28,7 @@ devices run at the same time.
 from __future__ import annotations
 
 import threading
+import time
 
 
 class _Job:
@@ -125,15 +126,23 @@ class ThreadPool:
 class ThreadChoice:
     """Per program: run the next call on the whole pool or on the caller alone (`pick() -> solo`),
     by a moving average of the measured time of each (`record(solo, seconds)`). The slower way is
-    tried again after 2, 4 and 8 calls, then every EXPLORE calls, and its stale average is then
-    replaced by the new time, so that a machine that gets idle or busy is followed at once."""
+    tried again after 2, 4 and 8 calls, then every EXPLORE calls or, when that is a long time,
+    every EXPLORE_S seconds (after at least EXPLORE_MIN calls), and its stale average is then
+    replaced by the new time, so that a machine that gets idle or busy is followed soon. The
+    clock matters for calls of some milliseconds: a second thread stalled for a while (another
+    process's spinning threads) made ShuffleNet run alone at 8 ms for the next 16 calls, where
+    both threads, free again, took 6."""
 
     EXPLORE = 16
+    EXPLORE_MIN = 4
+    EXPLORE_S = 0.05
     WEIGHT = 0.5  # of a new time in the average of the way in use
 
-    def __init__(self):
+    def __init__(self, clock=time.perf_counter):
         self.avg: dict[bool, float | None] = {False: None, True: None}
         self.calls = 0
+        self.clock = clock
+        self.explored_at = (0, clock())  # (calls, time) when the slower way last ran
 
     def pick(self) -> bool:
         for solo in (False, True):
@@ -141,7 +150,12 @@ class ThreadChoice:
                 return solo
         faster = self.avg[True] < self.avg[False]
         n = self.calls
-        return not faster if n % self.EXPLORE == 0 or n & (n - 1) == 0 else faster
+        since_n, since_t = n - self.explored_at[0], self.clock() - self.explored_at[1]
+        if (n % self.EXPLORE == 0 or n & (n - 1) == 0
+                or since_n >= self.EXPLORE_MIN and since_t >= self.EXPLORE_S):
+            self.explored_at = (n, self.clock())
+            return not faster
+        return faster
 
     def record(self, solo: bool, seconds: float):
         old, other = self.avg[solo], self.avg[not solo]
