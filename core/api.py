@@ -6,7 +6,7 @@ import os
 import sys
 
 from .backend import CompileOptions, Executable
-from .errors import BackendError, internal_errors
+from .errors import BackendError, InputError, internal_errors
 from .flow import compile_for_backend
 from .graph import Graph
 from .plugins import registry
@@ -41,8 +41,12 @@ def load(path, *, threads: int | None = None) -> Executable:
 
 def compile(model, backend: str | None = None, *, native: str | None = None,
             threads: int | None = None, devices=None, optimize: bool = True, pins=None, bans=None,
-            strict: bool = False, objective: str = "latency", progress=None) -> Executable:
+            strict: bool = False, objective: str = "latency", progress=None,
+            options: dict | None = None) -> Executable:
     """Compile a model (Graph, ModelProto or path) for a backend; returns an executable.
+
+    `options` are the backend's own (`Backend.options` lists them; `glow backends --json` too),
+    e.g. `options={"isa": "avx2"}` for cpu: code for a lower instruction-set level than the host's.
 
     `native="floor"` restricts the backend to the primitive floor (everything else is lowered).
     `optimize=False` skips the graph optimiser (and the backend's fusions): the graph is only lowered.
@@ -62,16 +66,18 @@ def compile(model, backend: str | None = None, *, native: str | None = None,
     with internal_errors(what):  # a non-GlowError from here on is a glow bug: InternalError
         return _compile(graph, backend, native=native, threads=threads, devices=devices,
                         optimize=optimize, pins=pins, bans=bans, strict=strict, objective=objective,
-                        phase=progress or (lambda name: None))
+                        phase=progress or (lambda name: None), options=options or {})
 
 
 def _compile(graph, backend, *, native, threads, devices, optimize, pins, bans, strict,
-             objective, phase) -> Executable:
+             objective, phase, options) -> Executable:
     if native not in (None, "floor", "all"):
         raise BackendError(f"unknown --native set '{native}' (expected 'floor' or 'all')")
     if devices:
         if backend is not None:
             raise BackendError("pass either backend= or devices=, not both")
+        if options:
+            raise InputError("options= apply to one backend (backend=...), not to devices=[...]")
         from .partition import compile_partitioned
 
         phase("partition")
@@ -82,5 +88,9 @@ def _compile(graph, backend, *, native, threads, devices, optimize, pins, bans, 
         raise BackendError("pins, bans and strict apply to multi-device compilation (devices=[...])")
     reg = registry()
     be = reg.get(backend) if backend else reg.default()
-    return compile_for_backend(graph, be, CompileOptions(native=native, threads=threads), optimize=optimize,
-                               phase=phase)
+    unknown = sorted(set(options) - set(be.options))
+    if unknown:
+        known = ", ".join(sorted(be.options)) or "none"
+        raise InputError(f"backend '{be.name}' has no option '{unknown[0]}' (its options: {known})")
+    return compile_for_backend(graph, be, CompileOptions(native=native, threads=threads, backend_options=dict(options)),
+                               optimize=optimize, phase=phase)

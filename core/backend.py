@@ -49,6 +49,9 @@ class CompileOptions:
     threads: int | None = None
     device: Device | None = None
     verify: bool = False
+    #: the backend's own options (`glow.compile(..., options={"isa": "avx2"})`), checked against
+    #: `Backend.options` before the backend sees them
+    backend_options: dict = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
@@ -289,6 +292,9 @@ class Backend:
     #: A third-party plugin picks its place on that scale: above 20 to become the default.
     priority: int = 0
     description: str = ""
+    #: The options `glow.compile(..., options={...})` may pass this backend: {name: what it does}.
+    #: Any other name is a one-line error naming the backend and these.
+    options: dict = {}
 
     def check_available(self) -> None:
         """Raise `BackendError("why")` when the library or device is missing."""

@@ -513,6 +513,7 @@ def cmd_backends(args) -> int:
             "devices": [{"id": d.id, "kind": d.kind, "memory_bytes": d.memory_bytes,
                          "peak_gflops": d.peak_gflops} for d in rec.devices],
             "native_op_count": len(native), "native_ops": sorted(native),
+            "options": dict(getattr(rec.backend, "options", {}) or {}),  # glow.compile(options=...)
         })
     if args.json:
         print(json.dumps(rows, indent=2))

@@ -119,3 +119,61 @@ def test_the_kernel_suite_passes_at_each_lower_level(level, tmp_path):
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", suite],
                        capture_output=True, text=True, env=env, timeout=1800, cwd=os.path.dirname(suite))
     assert r.returncode == 0, r.stdout[-3000:]
+
+
+def test_the_compile_option_isa_makes_code_for_that_level(monkeypatch, tmp_path):
+    """glow.compile(..., options={"isa": level}): the level for this executable only, in every
+    LLVM worker thread (context variables), and for programs a specialising executable makes later."""
+    import glow
+    import numpy as np
+    from glow.backends.cpu import jit
+    from glow.testing.bench_models import small_cnn
+
+    monkeypatch.setenv("GLOW_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("GLOW_COMPILE_THREADS", "2")
+    seen = []
+    compile_object = jit.compile_object
+
+    def recording(text, glue=False):
+        seen.append(jit.isa())
+        return compile_object(text, glue)
+
+    monkeypatch.setattr(jit, "compile_object", recording)
+    model = small_cnn()
+    exe = glow.compile(model, "cpu", threads=1, options={"isa": "generic"})
+    assert exe.program.target["isa"] == "generic" and exe.program.target["cpu"] == "x86-64"
+    assert len(seen) > 1 and set(seen) == {"generic"}  # several objects, each compiled for generic
+    assert jit.isa() == jit.host_isa()  # nothing leaks out of the compile
+    x = np.random.default_rng(0).standard_normal(exe.inputs[0].shape).astype(np.float32)
+    want = glow.compile(model, "reference").run({exe.inputs[0].name: x})
+    got = exe.run({exe.inputs[0].name: x})
+    assert max(float(np.abs(got[k] - want[k]).max()) for k in want) < 1e-3
+
+    # a dynamic batch: the program made on the first run is for the option's level too
+    from glow import dtypes as dt
+    from glow.graph import GraphBuilder
+
+    b = GraphBuilder("dyn")
+    v = b.input("x", dt.tensor(("N", 40), "float32"))
+    g = b.build([b.add1("Relu", [b.add1("MatMul", [v, b.constant(np.ones((40, 24), np.float32))])])])
+    seen.clear()
+    dyn = glow.compile(g, "cpu", threads=1, options={"isa": "generic"})
+    dyn.run({"x": np.ones((3, 40), np.float32)})
+    assert seen and set(seen) == {"generic"}
+
+
+def test_a_bad_compile_option_is_a_one_line_input_error(monkeypatch):
+    import glow
+    from glow.backends.cpu import jit
+    from glow.errors import InputError
+    from glow.testing.bench_models import small_cnn
+
+    with pytest.raises(InputError, match=r"backend 'cpu' has no option 'isas' \(its options: isa\)"):
+        glow.compile(small_cnn(), "cpu", options={"isas": "avx2"})
+    with pytest.raises(InputError, match="compile option isa must be one of avx512, avx2, generic, got 'sse9'"):
+        glow.compile(small_cnn(), "cpu", options={"isa": "sse9"})
+    monkeypatch.setattr(jit, "host_isa", lambda: "generic")  # a host with no AVX at all
+    with pytest.raises(InputError, match="compile option isa=avx2: this CPU .* runs at most generic"):
+        glow.compile(small_cnn(), "cpu", options={"isa": "avx2"})
+    with pytest.raises(InputError, match="options= apply to one backend"):
+        glow.compile(small_cnn(), devices=["cpu"], options={"isa": "generic"})

@@ -115,6 +115,8 @@ class CpuBackend(Backend):
     name = "cpu"
     priority = 10  # below cuda, above opencl and reference: native code on every core
     description = "native code for this CPU through LLVM (llvmlite): one module per model, all cores"
+    options = {"isa": "instruction-set level to make code for: avx512, avx2 or generic, at most the "
+                      "host's (default: the host's, or $GLOW_CPU_ISA)"}
 
     def check_available(self) -> None:
         import platform
@@ -185,14 +187,18 @@ class CpuBackend(Backend):
         per input signature) for a graph with dynamic shapes or deferred nodes."""
         from glow.flow import SpecializingExecutable
 
-        from . import codegen
+        from . import codegen, jit
         from .runtime import CpuExecutable, NativeProgram
 
         threads = options.threads or default_threads()
         device = None if options.device is None else options.device.id  # whose thread pool
+        isa = options.backend_options.get("isa")
+        with jit.level(isa):  # a bad level fails now, not on a specialising executable's first run
+            pass
 
         def compile_static(g: Graph) -> Executable:
-            return CpuExecutable(g, NativeProgram(g, threads, device))
+            with jit.level(isa):  # also for the programs a specialising executable makes later
+                return CpuExecutable(g, NativeProgram(g, threads, device))
 
         static = self.specialised()
         if graph.is_static() and all(self.runs_now(n) for n in graph.nodes):

@@ -104,25 +104,51 @@ def host_isa() -> str:
     return "avx2" if {"+avx2", "+fma"} <= f else "generic"
 
 
+#: The level a compile option asked for (`glow.compile(..., options={"isa": ...})`), while that
+#: executable's code is made (`level`).
+_LEVEL: contextvars.ContextVar[str | None] = contextvars.ContextVar("glow_cpu_isa", default=None)
+
+
+@contextlib.contextmanager
+def level(name: str | None):
+    """Code made inside is for this instruction-set level (the compile option `isa`; it wins over
+    $GLOW_CPU_ISA). None: no change. A level the host cannot execute is an InputError."""
+    if name is None:
+        yield
+        return
+    from glow.errors import InputError
+
+    _check_level(str(name).strip().lower(), "compile option isa", InputError)
+    token = _LEVEL.set(str(name).strip().lower())
+    try:
+        yield
+    finally:
+        _LEVEL.reset(token)
+
+
+def _check_level(want: str, where: str, error) -> str:
+    host = host_isa()
+    if want not in ISAS:
+        raise error(f"{where} must be one of {', '.join(ISAS)}, got {want!r}")
+    if ISAS.index(want) < ISAS.index(host):
+        raise error(f"{where}={want}: this CPU ({llvm.get_host_cpu_name()}) runs at most {host}")
+    return want
+
+
 def isa() -> str:
-    """The level the code is made for: $GLOW_CPU_ISA (avx512, avx2 or generic: a lower level
-    than the host's, so every path runs and is tested on one machine), else the host's own. A
-    level the host cannot execute is a BackendError."""
+    """The level the code is made for: the compile option `isa` (`level`), else $GLOW_CPU_ISA
+    (avx512, avx2 or generic: a lower level than the host's, so every path runs and is tested on
+    one machine), else the host's own. A level the host cannot execute is a BackendError."""
     if _TARGET.get() is not None:
         return _TARGET.get()["isa"]
-    host = host_isa()
+    if _LEVEL.get() is not None:
+        return _LEVEL.get()
     want = os.environ.get("GLOW_CPU_ISA", "").strip().lower()
     if not want:
-        return host
-    if want not in ISAS:
-        from glow.errors import BackendError
+        return host_isa()
+    from glow.errors import BackendError
 
-        raise BackendError(f"GLOW_CPU_ISA must be one of {', '.join(ISAS)}, got {want!r}")
-    if ISAS.index(want) < ISAS.index(host):
-        from glow.errors import BackendError
-
-        raise BackendError(f"GLOW_CPU_ISA={want}: this CPU ({llvm.get_host_cpu_name()}) runs at most {host}")
-    return want
+    return _check_level(want, "GLOW_CPU_ISA", BackendError)
 
 
 def cpu_name() -> str:
@@ -339,8 +365,11 @@ class CompiledModule:
         missing.sort(key=lambda k: -len(parts[k].text))  # longest first: the pool ends together
         threads = min(compile_threads(), len(missing)) if len(missing) > 1 else len(missing)
         if threads > 1:
+            # each task in a copy of the caller's context: the level and target it compiles for
+            # are context variables, which a pool thread would not see otherwise
+            contexts = [contextvars.copy_context() for _ in missing]
             with ThreadPoolExecutor(threads, thread_name_prefix="glow-llvm") as pool:
-                done = list(pool.map(lambda k: _fresh(parts[k]), missing))
+                done = list(pool.map(lambda k, ctx: ctx.run(_fresh, parts[k]), missing, contexts))
         else:
             done = [_fresh(parts[k]) for k in missing]
         for k, r in zip(missing, done):
