@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import llvmlite.ir as ir
 import numpy as np
 
+from .. import jit
 from ..irutil import F32, I1, I32, I64, PTR, VEC, KernelBuilder, vec
 
 MR = 14
@@ -52,9 +53,7 @@ def choose_tile(cols: int) -> tuple[int, int]:
     up to 60 % on its small 7 x 7 ones (fewer A streams, less row waste). 80 columns (ShuffleNet's
     groups) take 14 x 32 tiles instead (96 columns computed rather than 128); 10 columns 14 x 16.
     """
-    from ..jit import isa
-
-    rows, speed = TILES[isa()]
+    rows, speed = TILES[jit.isa()]
 
     def cost(nv):
         width = 16 * nv
@@ -160,13 +159,6 @@ class Epilogue:
         return v
 
 
-def _masks_cheap() -> bool:
-    """Masked loads and stores cost what plain ones do (AVX-512's mask registers)."""
-    from ..jit import isa
-
-    return isa() == "avx512"
-
-
 def runtime_lane_mask(kb: KernelBuilder, count):
     """<16 x i1>: lanes i < count (an i64 value; <= 0 gives none, >= 16 all)."""
     b = kb.b
@@ -225,12 +217,11 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
 
     def store_row(r):
         for v in range(live):
-            if masks[v] is None or not isinstance(n_valid, ir.Value) or _masks_cheap():
+            if masks[v] is None or not isinstance(n_valid, ir.Value) or jit.masks_cheap():
                 store_vec(r, v, masks[v])
                 continue
             # A column count known only at run time masks every panel's stores, yet only the
-            # last panel is partial; below AVX-512 a masked store costs several plain ones
-            # (vmaskmovps), so whole vectors branch to the plain store.
+            # last panel is partial: where masks are dear, whole vectors branch to a plain store.
             whole = b.icmp_signed(">=", b.sub(n_valid, kb.i64(v * VEC)), kb.i64(VEC))
             with b.if_else(whole) as (then, otherwise):
                 with then:

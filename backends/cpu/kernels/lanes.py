@@ -170,11 +170,10 @@ def _vname(t: ir.VectorType) -> str:
 def lanes_loop(kb: KernelBuilder, lo, hi, body, n: int = 16):
     """body(lanes, i) for i = lo, lo + n, ... < hi: n lanes a step.
 
-    With AVX-512 every step is masked (a mask register makes a masked load or store as cheap as
-    a plain one), so the body is emitted once and there is no tail. Below it, a masked store is
-    slow (vmaskmovps: several times a plain store on Zen 3, and lane by lane on SSE2), so full
-    steps run unmasked and only the last, partial one is masked."""
-    from ..jit import isa
+    Where masks are cheap (AVX-512, `jit.masks_cheap`) every step is masked, so the body is
+    emitted once and there is no tail; elsewhere full steps run unmasked and only the last,
+    partial one is masked."""
+    from .. import jit
 
     b = kb.b
     lo = kb.i64(lo) if isinstance(lo, int) else lo
@@ -184,7 +183,7 @@ def lanes_loop(kb: KernelBuilder, lo, hi, body, n: int = 16):
     def mask_at(i):
         return b.icmp_signed("<", b.add(kb.splat(i, n), iota), kb.splat(hi, n))
 
-    if isa() == "avx512":
+    if jit.masks_cheap():
         with kb.loop(lo, hi, n, name="lanes") as i:
             body(Lanes(kb, n, mask_at(i)), i)
         return
