@@ -8,6 +8,7 @@ constants so that the shape rules see them. Every other input is data, whatever 
 ids, attention masks, gather indices are never specialised on.
 
     deciding_inputs(graph)            the inputs whose values decide a shape
+    deferrable(node, has_code)        whether a code-generating backend leaves `node` to this
     specialize(graph, feeds, names)   the static graph for these feeds, `names` made constants
     signature(graph, feeds, names)    its cache key
 """
@@ -88,6 +89,82 @@ def shape_operands(node) -> list:
     if all(isinstance(t, dt.TensorType) and t.is_static for t in outs):
         return []
     return asked()
+
+
+def deferrable(node, has_code: bool, inputs_may_specialise: bool = True) -> bool:
+    """The one deferral rule of the code-generating backends (cpu, and every C-style one): whether
+    `node` is accepted now and compiled once the runtime specialises the graph on its inputs, i.e.
+    its shapes or kernel arguments are decided by *input values* or shapes (a dynamic batch, pads
+    or axes fed as small integer inputs, a window length). `has_code`: whether the backend has a
+    kernel, an elementwise rule or a lowering rule for the op. A node whose shape depends on
+    tensor *data* (NonZero of an activation) is not deferred: it is refused now, so the
+    partitioner can place it on another device. `inputs_may_specialise=False` for a graph
+    specialised already: its graph inputs are data, and only values that are constants before
+    the clean-up folds them (Constant nodes a lowering made) are waited for."""
+    from .lowering import is_host_op
+
+    if not node.op.pure or is_host_op(node.op):
+        return False
+    values = [v for v in node.all_inputs if v is not None]
+    if not all(isinstance(v.type, dt.TensorType) for v in (*values, *node.outputs)):
+        return False  # sequences, optionals: never code, never deferred
+    if node.op.has_subgraphs and all(v.type.is_static for v in values):
+        return False  # control flow over static inputs: its lowering rule unrolls it if it can
+    known = [value_determined(v, inputs_may_specialise) for v in values]
+    if all(known) and (not has_code or _values_decide(node)):
+        return True  # a constant once the graph is specialised: folding takes it
+    if not has_code:
+        return False
+    if any(not v.type.is_static for v in values):
+        return True
+    fed = [v for v, k in zip(values, known) if k and not v.is_constant]
+    return any(not v.type.is_static for v in node.outputs) and bool(fed) or any(
+        v.type.dtype in VALUE_TYPES for v in fed)
+
+
+def _values_decide(node) -> bool:
+    """Whether input values are what settle `node`: it reads integers computed in the graph or
+    makes integers (sizes, indices, shapes: a window length, ConstantOfShape's shape), or a
+    result of unknown shape. Float data that only small integer inputs decide (token ids ->
+    embeddings -> a whole encoder) is data, not a shape: deferring it would fold the model into
+    a new program for every input value, so it is lowered now like any other node; so are its
+    constant operands (a ReduceMean's axes)."""
+    vals = [v for v in node.inputs if v is not None and not v.is_constant] + list(node.outputs)
+    return any(not isinstance(v.type, dt.TensorType) or not v.type.is_static
+               or not v.type.dtype.is_float for v in vals)
+
+
+def value_determined(v, inputs_may_specialise: bool = True, limit: int = 10_000) -> bool:
+    """Whether a value is known once the graph is specialised: constants, small integer graph
+    inputs (which may become constants, unless `inputs_may_specialise` is off), shapes and sizes
+    of anything (Shape, Size), and pure ops of these only, however deep (up to `limit` values:
+    past that, not known)."""
+    from .lowering import is_host_op
+
+    seen: dict[int, bool] = {}
+    stack = [v]
+    while stack and len(seen) < limit:
+        x = stack[-1]
+        if x is None or x.is_constant:
+            seen[id(x)] = True
+        elif x.node is None:
+            seen[id(x)] = inputs_may_specialise and specializable(x.type)
+        else:
+            n = x.node
+            if n.op.known_value is not None and n.op.pure:  # Shape, Size: known once shapes are
+                seen[id(x)] = True
+            elif not n.op.pure or is_host_op(n.op) or n.captures:
+                seen[id(x)] = False
+            else:
+                todo = [i for i in n.inputs if i is not None and id(i) not in seen]
+                if todo:
+                    stack.extend(todo)
+                    continue
+                seen[id(x)] = all(seen[id(i)] for i in n.inputs if i is not None)
+        stack.pop()
+        if not seen[id(x)]:
+            return False
+    return bool(seen.get(id(v), False))
 
 
 def deciding_inputs(graph: Graph) -> frozenset[str]:

@@ -113,3 +113,32 @@ def test_a_bad_specialisation_limit_is_a_one_line_error(monkeypatch):
     monkeypatch.setenv("GLOW_SPECIALIZATIONS", "many")
     with pytest.raises(glow.GlowError, match="GLOW_SPECIALIZATIONS"):
         glow.compile(encoder(layers=1, hidden=16, heads=2, ffn=32, vocab=50), backend="cpu")
+
+
+def test_cpu_and_the_renderer_defer_by_one_rule():
+    """glow.specialize.deferrable is the one deferral rule: cpu (backends/cpu/backend.py) and the
+    C-style backends (core/render/support.py) differ only in which ops they have code for."""
+    from glow.backends.cpu.backend import _deferred as cpu_defers
+    from glow.render.support import deferred as render_defers
+    from helpers import make_model
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    table = numpy_helper.from_array(np.ones((10, 4), np.float32), "table")
+    axes = numpy_helper.from_array(np.array([-1], np.int64), "axes")
+    nodes = [h.make_node("Shape", ["x"], ["shape"], name="shape"),
+             h.make_node("Reshape", ["x", "shape"], ["same"], name="reshape_from_shape"),  # symbolic: deferred
+             h.make_node("Gather", ["table", "ids"], ["emb"], name="embed"),
+             h.make_node("ReduceMean", ["emb", "axes"], ["mean"], name="mean_const_axes", keepdims=1),
+             h.make_node("NonZero", ["x"], ["nz"], name="nonzero")]  # its shape depends on data: refused
+    model = make_model(nodes, [("x", T.FLOAT, ["n", 4]), ("ids", T.INT64, [2, 4])],
+                       [("same", T.FLOAT, None), ("mean", T.FLOAT, None), ("nz", T.INT64, None)], [table, axes],
+                       opset=18)
+    graph = glow.load_onnx(model)
+    got = {n.name: (cpu_defers(n), render_defers(n)) for n in graph.nodes}
+    assert all(a == b for a, b in got.values()), got
+    assert got["reshape_from_shape"] == (True, True), got
+    # float data after small int inputs, with constant axes: lowered now, not folded per input
+    assert got["mean_const_axes"] == (False, False), got
+    assert got["nonzero"] == (False, False), got

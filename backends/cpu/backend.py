@@ -20,11 +20,11 @@ import numpy as np
 from glow import Backend, CompileOptions, Device, Executable, Graph
 from glow import dtypes as dt
 from glow.errors import BackendError
-from glow.lowering import is_host_op, rule_for
+from glow.lowering import rule_for
 from glow.ops import get_op
 from glow.ops.registry import EPILOGUE_PRODUCER
 from glow.passes.fusion import FUSED_OPS
-from glow.specialize import specializable
+from glow.specialize import deferrable
 
 
 def _kernels() -> dict:
@@ -39,65 +39,10 @@ BOXED_TYPES = (dt.string, dt.complex64, dt.complex128)
 
 
 def _deferred(node) -> bool:
-    """A node whose shapes or kernel arguments only *input values* decide (a dynamic batch, pads
-    or axes fed as small integer inputs, a window length): left alone now and compiled (lowered,
-    folded) when the runtime specialises the graph on its inputs. A node whose shape depends on
-    tensor *data* (NonZero of an activation) is not deferred: that is refused at compile time."""
-    if not node.op.pure or is_host_op(node.op):
-        return False
-    values = [v for v in node.inputs if v is not None]
+    """glow.specialize's deferral rule, with this backend's code: a kernel or a lowering rule."""
     has_code = ((node.op.domain, node.op.name) in _kernels()
                 or rule_for(node.op.name, node.op.domain) is not None)
-    if all(value_determined(v) for v in values) and (not has_code or _values_decide(node)):
-        return True  # a constant once the graph is specialised: folding takes it
-    if not has_code:
-        return False
-    if any(not v.type.is_static for v in values):
-        return True
-    fed = [v for v in values if not v.is_constant and value_determined(v)]
-    return any(not v.type.is_static for v in node.outputs) and bool(fed) or any(
-        v.type.dtype in (dt.int64, dt.int32) for v in fed)
-
-
-def _values_decide(node) -> bool:
-    """Whether input values are what settle `node`: it reads or makes integers (sizes, indices,
-    shapes: a window length, ConstantOfShape's shape) or a result of unknown shape. Float data
-    that only small integer inputs decide (token ids -> embeddings -> a whole encoder) is data,
-    not a shape: deferring it would fold the model into a new program for every input value, so
-    it is lowered now like any other node."""
-    vals = [v for v in node.inputs if v is not None] + list(node.outputs)
-    return any(not isinstance(v.type, dt.TensorType) or not v.type.is_static
-               or not v.type.dtype.is_float for v in vals)
-
-
-def value_determined(v, limit: int = 10_000) -> bool:
-    """Whether a value is known once the graph is specialised (glow.specialize): constants,
-    small integer graph inputs (which may become constants), shapes and sizes of anything
-    (Shape, Size), and pure ops of these only, however deep."""
-    seen: dict[int, bool] = {}
-    stack = [v]
-    while stack and len(seen) < limit:
-        x = stack[-1]
-        if x is None or x.is_constant:
-            seen[id(x)] = True
-        elif x.node is None:
-            seen[id(x)] = specializable(x.type)
-        else:
-            n = x.node
-            if n.op.known_value is not None and n.op.pure:  # Shape, Size: known once shapes are
-                seen[id(x)] = True
-            elif not n.op.pure or is_host_op(n.op) or n.captures:
-                seen[id(x)] = False
-            else:
-                todo = [i for i in n.inputs if i is not None and id(i) not in seen]
-                if todo:
-                    stack.extend(todo)
-                    continue
-                seen[id(x)] = all(seen[id(i)] for i in n.inputs if i is not None)
-        stack.pop()
-        if not seen[id(x)]:
-            return False
-    return bool(seen.get(id(v), False))
+    return deferrable(node, has_code)
 
 
 def _plain_node(node) -> bool:

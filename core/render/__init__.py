@@ -14,8 +14,8 @@ from .kernel import Kernel, KernelWriter
 from .params import CPU, GPU, DeviceParams
 from .program import Program, program_source, render_instr, render_program
 from .registry import KERNEL_RULES, kernel_rule, rule_for
-from .support import is_dynamic, native_ops, renders
+from .support import native_ops, renders
 
 __all__ = ["CPU", "GPU", "KERNEL_RULES", "CStyleRenderer", "DeviceParams", "Kernel", "KernelWriter",
-           "Program", "is_dynamic", "kernel_rule", "native_ops", "program_source", "render_instr",
+           "Program", "kernel_rule", "native_ops", "program_source", "render_instr",
            "render_program", "renders", "rule_for"]

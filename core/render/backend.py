@@ -9,6 +9,7 @@ supplies the dialect (`renderer`), its devices, the `DeviceParams` of a device, 
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 
@@ -44,8 +45,18 @@ class CStyleBackend(Backend):
         # inputs are seen (specialisation): accepted here, lowered again once they are known.
         return renders(node, self.renderer) or self.defers(node)
 
+    #: Whether graph inputs may still be specialised on (off for specialised graphs, whose
+    #: inputs are data: only operands the clean-up will fold are waited for then).
+    inputs_may_specialise = True
+
     def defers(self, node) -> bool:
-        return deferred(node)
+        return deferred(node, self.inputs_may_specialise)
+
+    def specialised(self) -> CStyleBackend:
+        """This backend for graphs already specialised."""
+        b = copy.copy(self)
+        b.inputs_may_specialise = False
+        return b
 
     def fully_renderable(self, graph: Graph) -> bool:
         from ..passes.fusion import FUSED_OPS
@@ -95,7 +106,7 @@ class CStyleBackend(Backend):
             return self.make_executable(g, self.compile_graph(g, params), device)
 
         if not self.fully_renderable(graph):
-            return SpecializingExecutable(graph, self, compile_static, options)
+            return SpecializingExecutable(graph, self.specialised(), compile_static, options)
         return compile_static(graph)
 
     def make_executable(self, graph: Graph, compiled: Compiled, device) -> Executable:  # pragma: no cover

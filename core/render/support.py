@@ -19,53 +19,24 @@ def _tensor_ok(t, renderer) -> bool:
     return isinstance(t, dt.TensorType) and t.is_static and renderer.supports_dtype(t.dtype)
 
 
-def is_dynamic(node) -> bool:
-    """A tensor op with values of unknown shape: decided once inputs are seen (shape
-    specialisation, which may also fold control flow away). Non-tensor values (sequences,
-    optionals) are never renderable, so never deferred."""
-    values = [v for v in (*node.all_inputs, *node.outputs) if v is not None]
-    if not all(isinstance(v.type, dt.TensorType) for v in values):
-        return False
-    if node.op.has_subgraphs and all(v.type.is_static for v in node.all_inputs if v is not None):
-        return False  # control flow over static inputs: its lowering rule unrolls it if it can
-    return any(not v.type.is_static for v in values)
-
-
-def needs_values(node) -> bool:
-    """An op whose index operands (Slice bounds, Pad widths, axes, shapes) are computed at run
-    time: renderable once specialised on those (small integer) values. A kernel op takes them
-    from anywhere; an op the core lowers only when they are graph inputs, the values that
-    specialisation makes constants (Col2Im's image and block shapes, STFT's frame length)."""
-    from ..lowering import rule_for as lowering_rule
-    from ..specialize import specializable
-
-    small = [v for v in node.inputs[1:] if v is not None and v.data is None and specializable(v.type)]
-    if rule_for(node.op.name, node.op.domain) is not None:
-        return bool(small)
-    return lowering_rule(node.op.name, node.op.domain) is not None and any(v.node is None for v in small)
-
-
 #: The ops that take or make the narrow formats (float8, float4, int4, int2): Cast converts, the
 #: movement kernels move their bytes. No arithmetic is defined on them.
 NARROW_OPS = frozenset({"Cast", "Identity", "Reshape", "Transpose", "Expand", "Slice", "Pad", "Concat",
                         "Gather", "Constant"})
 
 
-def deferred(node) -> bool:
-    """Accepted now and decided once inputs are seen (shape specialisation): a node of unknown
-    shapes or run-time index operands whose op specialisation can make renderable, i.e. not a
-    host op (strings, sequences, data-dependent output shapes) and with a kernel, an elementwise
-    rule or a lowering rule. Anything else is refused now, so the partitioner can place it on
-    another device."""
-    from ..lowering import is_host_op
+def deferred(node, inputs_may_specialise: bool = True) -> bool:
+    """glow.specialize's deferral rule (the cpu backend's too), with the renderer's code: a
+    kernel rule, an elementwise rule, a lowering rule, or control flow (unrolled once its
+    conditions and trip counts are known)."""
     from ..lowering import rule_for as lowering_rule
+    from ..specialize import deferrable
     from .expr import CODE_FOR_OP
 
-    if not (is_dynamic(node) or needs_values(node)) or is_host_op(node.op) or not node.op.pure:
-        return False
     name, domain = node.op.name, node.op.domain
-    return (node.op.has_subgraphs or rule_for(name, domain) is not None or (domain, name) in CODE_FOR_OP
-            or lowering_rule(name, domain) is not None)
+    has_code = (node.op.has_subgraphs or rule_for(name, domain) is not None or (domain, name) in CODE_FOR_OP
+                or lowering_rule(name, domain) is not None)
+    return deferrable(node, has_code, inputs_may_specialise)
 
 
 def renders(node, renderer) -> bool:
