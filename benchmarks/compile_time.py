@@ -18,6 +18,8 @@ Every figure comes from a fresh Python process, so nothing warm in one runtime's
   run, which the profile includes). `import glow` and the discovery of the backends (which imports
   onnx) are timed apart and not counted.
 - glow cached: the same in a second process with that folder, now holding the object files.
+- glow executable cache: `glow.compile(FILE, "cpu", cache=True)` in a fourth process, after a third
+  one saved the executable (core/compile_cache.py; what `glow run` does).
 - onnxruntime: `InferenceSession(bytes, so, providers=["CPUExecutionProvider"])`, default graph
   optimisations (the file is read before the timer starts).
 - OpenVINO: `core.compile_model(core.read_model(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})`
@@ -46,7 +48,7 @@ from run_all import GENERATED, LIGHT  # noqa: E402
 
 NLP = ["encoder", "decoder"]
 MODELS = LIGHT + NLP + GENERATED
-RUNTIMES = ["glow_cold", "glow_cached", "onnxruntime", "openvino"]
+RUNTIMES = ["glow_cold", "glow_cached", "glow_exe_cache", "onnxruntime", "openvino"]
 
 
 # ---- the child processes: one runtime, one model file, one JSON line on stdout
@@ -73,6 +75,16 @@ def child_glow(path: str, native: str | None) -> dict:
     return {"compile_s": prof["total_s"], "seconds": prof["seconds"], "import_s": t1 - t0, "backends_s": t2 - t1,
             **{k: prof[k] for k in ("objects", "objects_compiled", "objects_cached") if k in prof},
             "slowest_kernels": slowest}
+
+
+def child_glow_exe(path: str, native: str | None) -> dict:
+    import glow
+    from glow.plugins import registry
+
+    registry().get("cpu")
+    t = time.perf_counter()
+    exe = glow.compile(path, backend="cpu", native=native, cache=True)
+    return {"compile_s": time.perf_counter() - t, "loaded": bool(exe.stats.get("loaded"))}
 
 
 def child_onnxruntime(path: str) -> dict:
@@ -104,6 +116,8 @@ def child_openvino(path: str) -> dict:
 def child(kind: str, path: str, native: str | None) -> int:
     if kind == "glow":
         row = child_glow(path, native)
+    elif kind == "glow-exe":
+        row = child_glow_exe(path, native)
     elif kind == "onnxruntime":
         row = child_onnxruntime(path)
     else:
@@ -164,6 +178,10 @@ def measure(spec: str, native: str | None, timeout: float) -> dict:
         row = {"model": name}
         row["glow_cold"] = run_child("glow", path, cache, native, timeout)
         row["glow_cached"] = run_child("glow", path, cache, native, timeout)
+        run_child("glow-exe", path, cache, native, timeout)  # saves the executable
+        row["glow_exe_cache"] = run_child("glow-exe", path, cache, native, timeout)
+        if "loaded" in row["glow_exe_cache"] and not row["glow_exe_cache"]["loaded"]:
+            row["glow_exe_cache"] = {"error": "not found in the executable cache"}
         row["onnxruntime"] = run_child("onnxruntime", path, cache, None, timeout)
         row["openvino"] = run_child("openvino", path, cache, None, timeout)
     return row
@@ -178,13 +196,13 @@ def _cell(r: dict, value=lambda r: r["compile_s"]) -> str:
 
 
 def table(rows: list[dict]) -> list[str]:
-    head = ["model", "glow cold s", "of which LLVM s", "glow cached s", "onnxruntime session s",
-            "OpenVINO compile s", "glow import + backends s (not counted)"]
+    head = ["model", "glow cold s", "of which LLVM s", "glow cached s", "glow executable cache s",
+            "onnxruntime session s", "OpenVINO compile s", "glow import + backends s (not counted)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cold = r["glow_cold"]
         cells = [r["model"], _cell(cold), _cell(cold, lambda c: c["seconds"].get("llvm", 0.0)),
-                 _cell(r["glow_cached"]), _cell(r["onnxruntime"]), _cell(r["openvino"]),
+                 _cell(r["glow_cached"]), _cell(r["glow_exe_cache"]), _cell(r["onnxruntime"]), _cell(r["openvino"]),
                  _cell(cold, lambda c: c["import_s"] + c["backends_s"])]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -213,7 +231,7 @@ def main(argv=None) -> dict:
         rows.append(measure(spec, args.native, args.timeout))
         print(table(rows)[-1], flush=True)
     env["loadavg_end"] = [round(x, 1) for x in os.getloadavg()]
-    for r in RUNTIMES[2:]:
+    for r in RUNTIMES[3:]:
         env[r] = next((row[r]["version"] for row in rows if "version" in row[r]), None)
     data = {"env": env, "rows": rows}
     print("\n" + "\n".join(table(rows)))
@@ -226,7 +244,7 @@ def main(argv=None) -> dict:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
         ap = argparse.ArgumentParser()
-        ap.add_argument("--child", choices=["glow", "onnxruntime", "openvino"])
+        ap.add_argument("--child", choices=["glow", "glow-exe", "onnxruntime", "openvino"])
         ap.add_argument("path")
         ap.add_argument("--native", default=None)
         a = ap.parse_args()

@@ -42,8 +42,13 @@ def load(path, *, threads: int | None = None) -> Executable:
 def compile(model, backend: str | None = None, *, native: str | None = None,
             threads: int | None = None, devices=None, optimize: bool = True, pins=None, bans=None,
             strict: bool = False, objective: str = "latency", progress=None,
-            options: dict | None = None) -> Executable:
+            options: dict | None = None, cache: bool = False, graph: Graph | None = None) -> Executable:
     """Compile a model (Graph, ModelProto or path) for a backend; returns an executable.
+
+    `cache=True`: open the executable an earlier compile of the same model file with the same
+    settings saved, if there is one, else compile and save it (glow.compile_cache: cpu
+    executables of static graphs; the loaded one's `graph` is the interface only). `graph`: the
+    model already imported (glow.load_onnx), so a miss does not import it again.
 
     `options` are the backend's own (`Backend.options` lists them; `glow backends --json` too),
     e.g. `options={"isa": "avx2"}` for cpu: code for a lower instruction-set level than the host's.
@@ -60,13 +65,26 @@ def compile(model, backend: str | None = None, *, native: str | None = None,
     `progress`, a callable, is called with each phase's name as it starts: "optimise", "lower",
     "compile" (for `devices=`, one "partition" phase); the CLI draws these on a terminal.
     """
-    graph = as_graph(model)
+    key = None
+    if cache and not devices:
+        from . import compile_cache
+
+        be_name = registry().get(backend).name if backend else registry().default().name
+        key = compile_cache.key(model, be_name, {"native": native, "threads": threads, "optimize": optimize,
+                                                 "options": options or {}})
+        exe = None if key is None else compile_cache.lookup(key, threads)
+        if exe is not None:
+            return exe
+    graph = graph if graph is not None else as_graph(model)
     what = f"compiling graph '{graph.name}' for " + (f"devices {devices}" if devices else
                                                      f"backend '{backend or 'default'}'")
     with internal_errors(what):  # a non-GlowError from here on is a glow bug: InternalError
-        return _compile(graph, backend, native=native, threads=threads, devices=devices,
-                        optimize=optimize, pins=pins, bans=bans, strict=strict, objective=objective,
-                        phase=progress or (lambda name: None), options=options or {})
+        exe = _compile(graph, backend, native=native, threads=threads, devices=devices,
+                       optimize=optimize, pins=pins, bans=bans, strict=strict, objective=objective,
+                       phase=progress or (lambda name: None), options=options or {})
+        if key is not None:
+            compile_cache.store(key, exe)
+    return exe
 
 
 def _compile(graph, backend, *, native, threads, devices, optimize, pins, bans, strict,

@@ -346,8 +346,8 @@ def cmd_run(args) -> int:
         elif placement["devices"]:
             exe = api.compile(graph, native=args.native, threads=args.threads, progress=ph.start, **placement)
         else:
-            exe = api.compile(graph, backend=args.backend, native=args.native, threads=args.threads,
-                              progress=ph.start)
+            exe = api.compile(args.model, backend=args.backend, native=args.native, threads=args.threads,
+                              progress=ph.start, cache=True, graph=graph)
         if not saved:
             compile_s = time.perf_counter() - t0
     if placement["devices"]:
@@ -355,7 +355,9 @@ def cmd_run(args) -> int:
               f"{len(exe.placement.partitions)} partition(s) (see `glow partition` for the report)")
         be_name = None
     cached = (getattr(exe, "stats", None) or {}).get("cached")
-    how = "" if cached is None else " (from the object cache)" if cached else " (fresh: not in the object cache)"
+    loaded = (getattr(exe, "stats", None) or {}).get("loaded")
+    how = ("" if cached is None else " (from the executable cache)" if loaded else " (from the object cache)"
+           if cached else " (fresh: not in the object cache)")
     where = f"backend {be_name}" if be_name else f"devices {', '.join(t.name for t in exe.placement.targets)}"
     # said once the run worked: an error stays one line
     compiled = f"{where}; loaded in {compile_s:.3f} s" if saved else f"{where}; compiled in {compile_s:.3f} s{how}"

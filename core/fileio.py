@@ -153,3 +153,11 @@ def _file_kind(mode: int) -> str:
         if test(mode):
             return kind
     return "a special file"
+
+
+def cache_dir() -> str | None:
+    """glow's on-disk cache folder: $GLOW_CACHE_DIR, else ~/.cache/glow; GLOW_CACHE_DIR=off (or 0,
+    none) disables every cache (the cpu backend's objects, glow.compile's executables)."""
+    d = os.environ.get("GLOW_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "glow")
+    return None if d.lower() in ("off", "0", "none") else d
+

@@ -1,5 +1,6 @@
 """benchmarks/compile_time.py measures what it claims: a cold compile, a cached one that reuses the
-objects, the peers' set-up; a model that cannot be made fails in its row, not the whole run."""
+objects, one that opens the saved executable, the peers' set-up; a model that cannot be made fails
+in its row, not the whole run."""
 
 import os
 import sys
@@ -20,6 +21,7 @@ def test_tiny_cnn_cold_cached_and_peers(capsys):
     assert cold["objects_cached"] == 0 and cold["objects_compiled"] == cold["objects"]
     assert cached["objects_cached"] == cached["objects"]  # every object from the warm cache folder
     assert 0 < cached["compile_s"] < cold["compile_s"]
+    assert tiny["glow_exe_cache"]["loaded"] and 0 < tiny["glow_exe_cache"]["compile_s"], tiny["glow_exe_cache"]
     assert tiny["onnxruntime"]["compile_s"] > 0
     assert "na" in tiny["openvino"] or tiny["openvino"]["compile_s"] > 0
     # the missing model: every cell says why, and the table still prints

@@ -240,11 +240,13 @@ def test_run_says_whether_the_object_cache_made_the_compile(tmp_path):
     env = {"GLOW_CACHE_DIR": str(tmp_path / "cache")}
     first = glow_cli("run", str(path), "-b", "cpu", env=env)
     second = glow_cli("run", str(path), "-b", "cpu", env=env)
+    other = glow_cli("run", str(path), "-b", "cpu", "--threads", "1", env=env)  # another setting, same code
     off = glow_cli("run", str(path), "-b", "cpu", env={"GLOW_CACHE_DIR": "off"})
-    assert first.returncode == second.returncode == off.returncode == 0, first.stderr + second.stderr
+    assert first.returncode == second.returncode == other.returncode == off.returncode == 0, first.stderr
     assert "glow: backend cpu; compiled in " in first.stderr
     assert "(fresh: not in the object cache)" in first.stderr, first.stderr
-    assert "(from the object cache)" in second.stderr, second.stderr
+    assert "(from the executable cache)" in second.stderr, second.stderr  # the same compile: not run again
+    assert "(from the object cache)" in other.stderr, other.stderr
     assert "(fresh: not in the object cache)" in off.stderr, off.stderr  # no cache: always compiled
 
 

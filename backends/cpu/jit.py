@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import llvmlite
 import llvmlite.binding as llvm
+from glow.fileio import cache_dir
 
 from . import halfrt, linking
 
@@ -214,12 +215,6 @@ def check_target(t: dict, where: str) -> None:
         problem = f"CPU features {', '.join(f for f in wants if f not in have)}, which this CPU lacks"
     if problem:
         raise BackendError(f"{where}: compiled for {problem}: compile the model again here")
-
-
-def cache_dir() -> str | None:
-    """$GLOW_CACHE_DIR, else ~/.cache/glow; GLOW_CACHE_DIR=off disables the cache."""
-    d = os.environ.get("GLOW_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "glow")
-    return None if d.lower() in ("off", "0", "none") else d
 
 
 _helpers = None
