@@ -67,6 +67,20 @@ def test_a_second_compile_opens_the_first_and_gives_its_outputs(cache, tmp_path)
     assert not glow.compile(path, backend="cpu").stats.get("loaded")
 
 
+def test_a_rewritten_model_file_is_a_miss(cache, tmp_path):
+    path = tmp_path / "mlp.onnx"
+    path.write_bytes(mlp().SerializeToString())
+    glow.compile(str(path), backend="cpu", cache=True)
+    assert glow.compile(str(path), backend="cpu", cache=True).stats.get("loaded")
+    changed = mlp(scale=0.2).SerializeToString()  # the same size, other weights: the file's digest is
+    assert len(changed) == path.stat().st_size      # remembered by size and mtime, and mtime moves
+    path.write_bytes(changed)
+    exe = glow.compile(str(path), backend="cpu", cache=True)
+    assert not exe.stats.get("loaded")
+    want = glow.compile(mlp(scale=0.2), backend="reference").run(feeds(4))["y"]
+    np.testing.assert_allclose(exe.run(feeds(4))["y"], want, rtol=1e-5, atol=1e-6)
+
+
 def test_a_change_to_the_model_or_a_setting_is_a_miss(cache):
     model = mlp()
     glow.compile(model, backend="cpu", cache=True)
