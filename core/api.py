@@ -42,13 +42,12 @@ def load(path, *, threads: int | None = None) -> Executable:
 def compile(model, backend: str | None = None, *, native: str | None = None,
             threads: int | None = None, devices=None, optimize: bool = True, pins=None, bans=None,
             strict: bool = False, objective: str = "latency", progress=None,
-            options: dict | None = None, cache: bool = False, graph: Graph | None = None) -> Executable:
+            options: dict | None = None, cache: bool = False) -> Executable:
     """Compile a model (Graph, ModelProto or path) for a backend; returns an executable.
 
     `cache=True`: open the executable an earlier compile of the same model file with the same
     settings saved, if there is one, else compile and save it (glow.compile_cache: cpu
-    executables of static graphs; the loaded one's `graph` is the interface only). `graph`: the
-    model already imported (glow.load_onnx), so a miss does not import it again.
+    executables of static graphs; the loaded one's `graph` is the interface only).
 
     `options` are the backend's own (`Backend.options` lists them; `glow backends --json` too),
     e.g. `options={"isa": "avx2"}` for cpu: code for a lower instruction-set level than the host's.
@@ -65,6 +64,16 @@ def compile(model, backend: str | None = None, *, native: str | None = None,
     `progress`, a callable, is called with each phase's name as it starts: "optimise", "lower",
     "compile" (for `devices=`, one "partition" phase); the CLI draws these on a terminal.
     """
+    return compile_imported(model, None, backend, native=native, threads=threads, devices=devices,
+                            optimize=optimize, pins=pins, bans=bans, strict=strict, objective=objective,
+                            progress=progress, options=options, cache=cache)
+
+
+def compile_imported(model, graph: Graph | None, backend: str | None = None, *, native=None, threads=None,
+                     devices=None, optimize=True, pins=None, bans=None, strict=False, objective="latency",
+                     progress=None, options=None, cache=False) -> Executable:
+    """`compile`, where `graph` (if not None) is `model` already imported (`glow run` has it for
+    its inputs): a miss of the executable cache, keyed by `model`, does not import it again."""
     key = None
     if cache and not devices:
         from . import compile_cache

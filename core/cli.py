@@ -346,8 +346,8 @@ def cmd_run(args) -> int:
         elif placement["devices"]:
             exe = api.compile(graph, native=args.native, threads=args.threads, progress=ph.start, **placement)
         else:
-            exe = api.compile(args.model, backend=args.backend, native=args.native, threads=args.threads,
-                              progress=ph.start, cache=True, graph=graph)
+            exe = api.compile_imported(args.model, graph, backend=args.backend, native=args.native,
+                                       threads=args.threads, progress=ph.start, cache=True)
         if not saved:
             compile_s = time.perf_counter() - t0
     if placement["devices"]:
