@@ -78,6 +78,7 @@ def compile_imported(model, graph: Graph | None, backend: str | None = None, *, 
     if cache and not devices:
         from . import compile_cache
 
+        compile_cache.limit_bytes()  # a bad GLOW_EXE_CACHE_MB fails now, not after the compile
         be_name = registry().get(backend).name if backend else registry().default().name
         key = compile_cache.key(model, be_name, {"native": native, "threads": threads, "optimize": optimize,
                                                  "options": options or {}})
