@@ -95,12 +95,16 @@ def _file_digest(path: str) -> str | None:
     return digest
 
 
-def _memo_path(real: str) -> str | None:
+def _folder() -> str | None:
     from .fileio import cache_dir
 
     d = cache_dir()
-    return None if d is None else os.path.join(d, "exe", "files",
-                                                hashlib.sha256(real.encode()).hexdigest()[:32] + ".json")
+    return None if d is None else os.path.join(d, "exe")
+
+
+def _memo_path(real: str) -> str | None:
+    d = _folder()
+    return None if d is None else os.path.join(d, "files", hashlib.sha256(real.encode()).hexdigest()[:32] + ".json")
 
 
 def key(model, backend: str, settings: dict) -> str | None:
@@ -116,10 +120,8 @@ def key(model, backend: str, settings: dict) -> str | None:
 
 
 def _path(k: str) -> str | None:
-    from .fileio import cache_dir
-
-    d = cache_dir()
-    return None if d is None else os.path.join(d, "exe", k + ".glowx")
+    d = _folder()
+    return None if d is None else os.path.join(d, k + ".glowx")
 
 
 def lookup(k: str, threads: int | None):
@@ -133,7 +135,8 @@ def lookup(k: str, threads: int | None):
         exe = load(path, threads=threads)
     except GlowError:  # another CPU, a damaged file: compile again, and replace it
         return None
-    os.utime(path)  # recently used
+    with contextlib.suppress(OSError):  # a read-only cache still serves
+        os.utime(path)  # recently used: the last to be trimmed
     return exe
 
 
@@ -169,10 +172,10 @@ def limit_bytes() -> int:
 def _trim(folder: str, limit: int) -> None:
     """Delete the least recently used files until the folder holds at most `limit` bytes."""
     try:
-        entries = [(e.stat().st_mtime, e.stat().st_size, e.path) for e in os.scandir(folder)
-                   if e.is_file() and e.name.endswith(".glowx")]
+        stats = [(e.stat(), e.path) for e in os.scandir(folder) if e.is_file() and e.name.endswith(".glowx")]
     except OSError:
         return
+    entries = [(st.st_mtime, st.st_size, path) for st, path in stats]
     total = sum(size for _, size, _ in entries)
     for _, size, path in sorted(entries):
         if total <= limit:

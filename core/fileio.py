@@ -160,4 +160,3 @@ def cache_dir() -> str | None:
     none) disables every cache (the cpu backend's objects, glow.compile's executables)."""
     d = os.environ.get("GLOW_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "glow")
     return None if d.lower() in ("off", "0", "none") else d
-
