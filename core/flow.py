@@ -12,15 +12,23 @@ compile as they are (symbolic dims, or shapes that input values decide): on firs
 input signature it specialises the graph (glow.specialize), runs the graph half again, and hands
 the now static graph to the backend's static compile. Only inputs whose values decide a shape are
 part of the signature (`glow.specialize.deciding_inputs`); token ids, masks and indices are data.
+After the first signature, a new one is compiled on a background thread while the calls that
+meet it run the graph on the reference interpreter (tiered execution, `$GLOW_TIERED`): a new
+batch size or sequence length answers in milliseconds, not after a compile.
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+
+import numpy as np
 
 from .backend import CompileOptions, Executable
 from .errors import BackendError, LoweringError
@@ -104,6 +112,15 @@ def max_specializations() -> int:
     return MAX_SPECIALIZATIONS
 
 
+def tiered() -> bool:
+    """Whether a specialising executable compiles a new input signature (after its first) in the
+    background and interprets the calls that meet it meanwhile: $GLOW_TIERED, 1 (default) or 0."""
+    env = os.environ.get("GLOW_TIERED", "1").strip()
+    if env not in ("0", "1"):
+        raise BackendError(f"GLOW_TIERED must be 0 or 1, got {env!r}")
+    return env == "1"
+
+
 class NeedsInputValues(BackendError):
     """Raised by a backend's static compile when a kernel needs, at compile time, the value of
     an operand that is only known at run time (pads, axes, slice bounds fed as inputs). The
@@ -118,6 +135,13 @@ class SpecializingExecutable(Executable):
     signature is the inputs' shapes and dtypes plus the values of `deciding_inputs(graph)`; the
     cache keeps the `max_specializations()` most recently used executables. `stats` says how many
     compiles ran, what the cache holds and the last compile's figures.
+
+    Tiered (`tiered()`): the first signature compiles in the calling thread, so the backend's
+    code serves the first call and a compile error shows at once. A later new signature starts a
+    compile on a background thread, and until it lands the calls that meet it run the graph on
+    the reference interpreter (the oracle: same results within float rounding, NumPy's speed).
+    A background compile that fails is compiled again in the foreground by the next call with
+    that signature, which raises what the compile raises. `wait_compiles()` waits for them.
     """
 
     def __init__(self, graph: Graph, static_backend, compile_static: Callable[[Graph], Executable],
@@ -131,28 +155,92 @@ class SpecializingExecutable(Executable):
         self._values = self._all if all_values else deciding_inputs(graph) & self._all
         self._cache: OrderedDict = OrderedDict()
         self._limit = max_specializations()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # the cache and counters; held through a foreground compile
         self._compiles, self._compile_s, self._last = 0, 0.0, {}
+        self._tiered = tiered()
+        self._pending: dict[tuple, Future] = {}  # signature -> its background compile
+        self._failed: OrderedDict = OrderedDict()  # signatures whose background compile raised
+        self._interpreted = 0  # calls answered by the interpreter while a compile ran
+        self._background: ThreadPoolExecutor | None = None
+        self._queued: list[Callable[[], None]] = []  # compiles to submit once their call answered
 
     def _key(self, feeds) -> tuple:
         from .specialize import signature
 
         return signature(self.graph, feeds, self._values)
 
-    def specialized(self, feeds) -> tuple[Executable, dict]:
-        """The static executable for these inputs (compiled now if new) and the feeds it takes."""
+    def specialized(self, feeds, *, tier: bool = False) -> tuple[Executable, dict] | None:
+        """The static executable for these inputs (compiled now if new) and the feeds it takes.
+        With `tier`, a new signature after the first starts a background compile instead, and
+        None says so (the caller interprets)."""
         with self._lock:
             key = self._key(feeds)
             exe = self._cache.get(key)
-            if exe is None:
-                exe = self._compile(feeds)
-                self._cache[self._key(feeds)] = exe  # the key may have widened
-                while len(self._cache) > self._limit:
-                    self._cache.popitem(last=False)
-            else:
+            if exe is not None:
                 self._cache.move_to_end(key)
+            elif tier and self._tiered and self._compiles and key not in self._failed:
+                if key not in self._pending:
+                    self._start(key, feeds)
+                return None
+            else:
+                exe = self._compile(feeds)
+                self._store(feeds, exe)
         names = {v.name for v in exe.graph.inputs}
         return exe, {k: v for k, v in feeds.items() if k in names}
+
+    def _store(self, feeds, exe) -> None:
+        self._cache[self._key(feeds)] = exe  # the key may have widened
+        while len(self._cache) > self._limit:
+            self._cache.popitem(last=False)
+
+    def _start(self, key, feeds) -> None:
+        """Queue a background compile for `key` (`_launch` submits it once the call that met the
+        signature has its answer: the compile's Python half would share the GIL with it), from
+        a copy of what specialisation reads of the feeds (the caller may overwrite its arrays
+        once the run returns): the small integer inputs' values, other arrays' shapes and dtypes."""
+        copied = {k: (v.copy() if k in self._all else np.broadcast_to(np.zeros((), v.dtype), v.shape))
+                  if isinstance(v, np.ndarray) else v for k, v in feeds.items()}
+        done = self._pending[key] = Future()
+        ctx = contextvars.copy_context()  # the caller's compile settings (e.g. the ISA level)
+        self._queued.append(lambda: ctx.run(self._compile_behind, key, copied, done))
+
+    def _launch(self) -> None:
+        with self._lock:
+            queued, self._queued = self._queued, []
+            if queued and self._background is None:
+                self._background = ThreadPoolExecutor(1, thread_name_prefix="glow-compile")
+                weakref.finalize(self, self._background.shutdown, wait=False)
+        for task in queued:
+            self._background.submit(task)
+
+    def _compile_behind(self, key, feeds, done: Future) -> None:
+        try:
+            exe = self._compile(feeds)
+        except BaseException as e:
+            with self._lock:
+                self._pending.pop(key, None)
+                self._failed[key] = True  # the next call compiles it in the foreground and raises
+                while len(self._failed) > self._limit:
+                    self._failed.popitem(last=False)
+            done.set_exception(e)
+            return
+        with self._lock:
+            self._pending.pop(key, None)
+            self._store(feeds, exe)
+        done.set_result(None)
+
+    def wait_compiles(self, timeout: float | None = None) -> bool:
+        """Wait for the background compiles under way; False if `timeout` seconds passed first."""
+        with self._lock:
+            pending = list(self._pending.values())
+        return not wait(pending, timeout).not_done
+
+    def _interpret(self, feeds) -> dict:
+        from .interpreter import run_detached
+
+        with self._lock:
+            self._interpreted += 1
+        return run_detached(self._source, feeds)
 
     def specialized_graph(self, feeds) -> Graph:
         """The static graph for these inputs, prepared for the static backend: specialised on
@@ -174,11 +262,12 @@ class SpecializingExecutable(Executable):
                     raise
 
     def _widen(self) -> bool:
-        if self._values == self._all:
-            return False
-        self._values = self._all
-        self._cache.clear()
-        return True
+        with self._lock:
+            if self._values == self._all:
+                return False
+            self._values = self._all
+            self._cache.clear()
+            return True
 
     def _compile(self, feeds) -> Executable:
         t0 = time.perf_counter()
@@ -190,9 +279,10 @@ class SpecializingExecutable(Executable):
             except NeedsInputValues:  # a kernel wants an operand's value at compile time
                 if not self._widen():
                     raise
-        self._compiles += 1
-        self._compile_s += time.perf_counter() - t0
-        self._last = dict(getattr(exe, "stats", None) or {})
+        with self._lock:
+            self._compiles += 1
+            self._compile_s += time.perf_counter() - t0
+            self._last = dict(getattr(exe, "stats", None) or {})
         return exe
 
     def _check_static(self, g: Graph) -> None:
@@ -202,7 +292,13 @@ class SpecializingExecutable(Executable):
                                f"unknown after specialisation: they depend on data ({', '.join(left)})")
 
     def _run(self, feeds):
-        exe, rest = self.specialized(feeds)
+        found = self.specialized(feeds, tier=True)
+        if found is None:  # compiling in the background
+            try:
+                return self._interpret(feeds)
+            finally:
+                self._launch()
+        exe, rest = found
         return exe._run(rest)
 
     def _profile(self, feeds):
@@ -233,7 +329,9 @@ class SpecializingExecutable(Executable):
             held = sum(_bytes_held(e) for e in self._cache.values())
             return {**self._last, "compiles": self._compiles, "compile_s": self._compile_s,
                     "specializations": len(self._cache), "specialization_limit": self._limit,
-                    "specialized_on_values": sorted(self._values), "cache_bytes": held}
+                    "specialized_on_values": sorted(self._values), "cache_bytes": held,
+                    "tiered": self._tiered, "compiles_pending": len(self._pending),
+                    "interpreted_runs": self._interpreted}
 
     def clear_cache(self) -> None:
         """Drop every specialised executable (the next run compiles again)."""
@@ -247,4 +345,5 @@ def _bytes_held(exe) -> int:
 
 
 __all__ = ["MAX_SPECIALIZATIONS", "NeedsInputValues", "SpecializingExecutable", "backend_graph",
-           "compile_for_backend", "compile_lowered", "lower_for_backend", "max_specializations", "optimize_for_backend"]
+           "compile_for_backend", "compile_lowered", "lower_for_backend", "max_specializations", "optimize_for_backend",
+           "tiered"]

@@ -125,6 +125,16 @@ def run_graph(graph: Graph, feeds: dict, *, check: bool = True, timings: list | 
     return {v.name: get(v) for v in graph.outputs}
 
 
+
+def run_detached(graph: Graph, feeds: dict, timings: list | None = None) -> dict[str, object]:
+    """`run_graph` (inputs already checked) whose outputs the caller owns: an output that is a
+    graph constant (read-only) or a view of a feed is copied, so that writing into a result
+    changes neither the next run's answer nor the caller's input. What an executable hands out."""
+    outs = run_graph(graph, feeds, check=False, timings=timings)
+    return {k: np.array(v) if isinstance(v, np.ndarray) and (not v.flags.writeable or any(
+        isinstance(f, np.ndarray) and np.may_share_memory(v, f) for f in feeds.values())) else v
+        for k, v in outs.items()}
+
 def check_outputs(node, args, budget: int | None = None) -> None:
     """InputError naming the node if one of its outputs, for these argument values, would be
     past the memory budget: checked before NumPy allocates (no MemoryError, no OOM kill). A

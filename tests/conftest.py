@@ -4,6 +4,10 @@ import os
 
 # Verify every graph after every pass, and every interpreted value against its inferred type.
 os.environ.setdefault("GLOW_VERIFY", "2")
+# A code-generating backend answers a new input signature with the reference interpreter while it
+# compiles in the background (glow.flow.tiered): off here, so that every test of a backend checks
+# the backend's own code; tests/test_dynamic_inputs.py turns it on where it tests it.
+os.environ.setdefault("GLOW_TIERED", "0")
 
 import pytest  # noqa: E402
 

@@ -142,3 +142,81 @@ def test_cpu_and_the_renderer_defer_by_one_rule():
     # float data after small int inputs, with constant axes: lowered now, not folded per input
     assert got["mean_const_axes"] == (False, False), got
     assert got["nonzero"] == (False, False), got
+
+
+def _tiered_encoder(monkeypatch):
+    monkeypatch.setenv("GLOW_TIERED", "1")
+    model = encoder(layers=1, hidden=16, heads=2, ffn=32, vocab=50, dynamic=True)
+    return model, glow.compile(model, backend="cpu"), glow.compile(model, backend="reference")
+
+
+def test_a_new_shape_is_interpreted_while_it_compiles_in_the_background(monkeypatch):
+    model, exe, ref = _tiered_encoder(monkeypatch)
+    rng = np.random.default_rng(1)
+    feeds = token_feeds(model, 1, 4, rng, vocab=50)
+    exe.run(feeds)  # the first signature compiles in the foreground
+    assert exe.stats["compiles"] == 1 and exe.stats["interpreted_runs"] == 0
+    for seq in (6, 6):  # a new one: answered by the interpreter, compiled behind it
+        feeds = token_feeds(model, 2, seq, rng, vocab=50)
+        out = exe.output_names[0]
+        got, want = exe.run(feeds)[out], ref.run(feeds)[out]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        assert exe.wait_compiles(timeout=120)
+    s = exe.stats
+    assert s["compiles"] == 2 and s["compiles_pending"] == 0 and s["specializations"] == 2
+    assert s["interpreted_runs"] == 1  # the second call at seq 6 ran the compiled code
+
+
+def test_a_background_compile_reads_the_feeds_as_they_were(monkeypatch):
+    from helpers import make_model
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    monkeypatch.setenv("GLOW_TIERED", "1")
+    model = make_model([h.make_node("Reshape", ["x", "shape"], ["y"])],
+                       [("x", T.FLOAT, [2, 6]), ("shape", T.INT64, [2])], [("y", T.FLOAT, None)])
+    exe = glow.compile(model, backend="cpu")
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    exe.run({"x": x, "shape": np.array([2, 6])})
+    shape = np.array([3, 4])
+    assert exe.run({"x": x, "shape": shape})["y"].shape == (3, 4)
+    shape[:] = [4, 3]  # the caller reuses its array while the compile for [3, 4] may still run
+    assert exe.wait_compiles(timeout=120)
+    y = exe.run({"x": x, "shape": np.array([3, 4])})["y"]
+    np.testing.assert_array_equal(y, x.reshape(3, 4))
+    assert exe.stats["interpreted_runs"] == 1 and exe.stats["compiles"] == 2
+
+
+def test_a_failed_background_compile_raises_on_the_next_call(monkeypatch):
+    model, exe, ref = _tiered_encoder(monkeypatch)
+    rng = np.random.default_rng(2)
+    exe.run(token_feeds(model, 1, 4, rng, vocab=50))
+
+    def broken(graph):
+        raise glow.BackendError("backend 'cpu': no kernel for this (a test's)")
+
+    exe.compile_static = broken
+    feeds = token_feeds(model, 1, 5, rng, vocab=50)
+    np.testing.assert_allclose(exe.run(feeds)[exe.output_names[0]], ref.run(feeds)[exe.output_names[0]],
+                               rtol=1e-4, atol=1e-5)
+    assert exe.wait_compiles(timeout=120)
+    with pytest.raises(glow.BackendError, match="no kernel for this"):
+        exe.run(feeds)  # compiled in the foreground now, as without tiers: the error shows
+    assert exe.stats["compiles_pending"] == 0
+
+
+def test_tiers_off_compile_every_new_shape_in_the_foreground(monkeypatch):
+    monkeypatch.setenv("GLOW_TIERED", "0")
+    model = encoder(layers=1, hidden=16, heads=2, ffn=32, vocab=50, dynamic=True)
+    exe = glow.compile(model, backend="cpu")
+    rng = np.random.default_rng(4)
+    for seq in (4, 5):
+        exe.run(token_feeds(model, 1, seq, rng, vocab=50))
+    s = exe.stats
+    assert s["compiles"] == 2 and s["interpreted_runs"] == 0 and not s["tiered"]
+
+
+def test_a_bad_tiered_setting_is_a_one_line_error(monkeypatch):
+    monkeypatch.setenv("GLOW_TIERED", "yes")
+    with pytest.raises(glow.GlowError, match="GLOW_TIERED"):
+        glow.compile(encoder(layers=1, hidden=16, heads=2, ffn=32, vocab=50, dynamic=True), backend="cpu")
