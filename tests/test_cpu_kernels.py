@@ -124,6 +124,25 @@ def test_conv(spec, optimize):
     agree(g, {"x": rand(2, cin, hw, hw)}, optimize=optimize)
 
 
+def test_convolutions_of_other_geometries_share_one_kernel():
+    """Three convolutions of different sizes, strides and dilations, whose output channels (24)
+    leave the last panel partial and whose tiles straddle rows and images: one function serves
+    them all (it reads their geometry from the packed weights), and each gives its own answer."""
+    specs = [{"pads": (1, 1, 1, 1)}, {"pads": (1, 1, 1, 1), "strides": (2, 2)}, {"dilations": (2, 1)}]
+    ws = [(rand(24, 24, 3, 3) * 0.07, rand(24)) for _ in specs]  # outputs stay near 1
+
+    def fn(b, x):
+        for (w, bias), attrs in zip(ws, specs):
+            x = b.add1("Relu", [b.add1("Conv", [x, b.constant(w), b.constant(bias)], {"kernel_shape": (3, 3), **attrs})])
+        return x
+
+    g = build(fn, ("x", (2, 24, 13, 11)))
+    text = glow.compile(g, "cpu").program.module_text
+    convs = [line for line in text.splitlines() if line.startswith("define") and "ConvNHWC" in line]
+    assert len(convs) == 1, convs
+    agree(g, {"x": rand(2, 24, 13, 11)})
+
+
 def test_conv_auto_pad_same_and_no_bias():
     w = rand(8, 4, 3, 3)
     g = build(lambda b, x: b.add1("Conv", [x, b.constant(w)], {"auto_pad": "SAME_UPPER", "strides": (2, 2)}),

@@ -15,7 +15,7 @@ from .. import layout
 from ..codegen import cpu_kernel, weight_data
 from ..irutil import I8, I64, PTR
 from . import epilogue as ep
-from .conv_emit import ConvGeometry, emit_conv, pack_conv_weights
+from .conv_emit import ConvGeometry, code_key, emit_conv, pack_conv_weights
 from .gemm_emit import choose_tile, split_range
 
 #: Convolutions below this many FLOPs are one chunk (splitting costs more than the work).
@@ -52,9 +52,10 @@ def run_conv(cg, instr, g: ConvGeometry, x_ptr, out_ptr, plan):
     _, w, bias = _args(instr)
     wp = cg.weight(pack_conv_weights(weight_data(w), g))
     kplan = plan if plan is not None else ep.NONE
-    # Kernels take every tensor as an argument: convolutions of one geometry share a function.
+    # Kernels take every tensor as an argument and read their geometry from the packed weights:
+    # convolutions of one code class (conv_emit.code_key) share a function.
     operands = [x_ptr_operand(instr), instr.outputs[0], bias, *(o for _, o, _ in kplan.leaves)]
-    key = ("conv", g, bias is not None, kplan.key, ep.alias_key(operands))
+    key = ("conv", code_key(g), bias is not None, kplan.key, ep.alias_key(operands))
     fn = cg.shared(key, lambda: emit_conv(lambda types: cg.function(instr.op.name, types), g,
                                           kplan.builder(bias is not None), len(kplan.leaves)))
     bp = cg.ptr(bias) if bias is not None else ir.Constant(PTR, None)

@@ -4,6 +4,12 @@
   channels, and k runs over (dy, dx, input channel). A row's A data is read straight from the
   padded input at offsets computed per kernel position, so no im2col buffer exists. Weights are
   packed at compile time into the GEMM's NR-column panels.
+  The kernel reads its geometry (sizes, strides, the kernel taps' offsets) from a header and a
+  table packed with the weights, so one function serves every convolution of the same code class
+  (`code_key`: the register tile and a few layout flags). ResNet-50's 53 convolutions share a
+  handful of functions, which is what makes its cold compile short; a new batch size or image
+  size needs no new kernel code. The run-time cost is a few integer divisions per tile of
+  thousands of FMAs, and none per row: a tile's row offsets step from its first row's.
 * Depthwise convolution (one input channel per group) vectorises over channels instead.
 
 Inputs are already padded (the backend emits an explicit Pad), so kernels never test bounds.
@@ -60,6 +66,52 @@ class ConvGeometry:
         return 2 * self.n * self.ho * self.wo * self.cout * self.cin_g * self.kh * self.kw
 
 
+#: int64 fields of the header that starts a packed (non-depthwise) weight array, in this order;
+#: the panels follow at HEADER_FLOATS, the tap table at `taps_at` (floats from the array's start).
+HEADER = ("P", "ho", "wo", "howo", "img", "row", "col", "row_wrap", "img_wrap", "cin", "cin_g", "cout",
+          "cout_g", "npanels", "tiles", "per_group", "items", "kn", "taps_at")
+HEADER_FLOATS = 48  # 192 bytes: the panels stay 64-byte aligned
+_F = {name: i for i, name in enumerate(HEADER)}
+
+
+def _rows(g: ConvGeometry) -> int:
+    return min(g.mr, g.n * g.ho * g.wo)
+
+
+def _contiguous(g: ConvGeometry) -> bool:
+    """A 1x1, stride-1 convolution of an unpadded input: its output pixels are its input's rows."""
+    return (g.kh, g.kw, g.sh, g.sw, g.hp, g.wp) == (1, 1, 1, 1, g.ho, g.wo)
+
+
+def _tile_major(g: ConvGeometry) -> bool:
+    npanels = -(-g.cout_g // g.nr)
+    return npanels > 1 and npanels * g.kh * g.kw * g.cin_g * g.nr * 4 <= L1_WEIGHTS
+
+
+def code_key(g: ConvGeometry) -> tuple:
+    """What an implicit-GEMM convolution's code depends on; convolutions with equal keys share one
+    function (everything else comes from the header at run time). Depthwise: the geometry."""
+    if g.depthwise:
+        return ("depthwise", g)
+    return ("gemm", _rows(g), g.nv, _contiguous(g), _tile_major(g), g.groups > 1, g.cout_g % g.nr == 0)
+
+
+def header(g: ConvGeometry) -> np.ndarray:
+    """The header's values for geometry g (HEADER's order), padded to HEADER_FLOATS floats."""
+    K = g.kh * g.kw * g.cin_g
+    npanels = -(-g.cout_g // g.nr)
+    tiles = -(-(g.n * g.ho * g.wo) // _rows(g))
+    img, row, col = g.hp * g.wp * g.cin, g.sh * g.wp * g.cin, g.sw * g.cin
+    v = dict(P=g.n * g.ho * g.wo, ho=g.ho, wo=g.wo, howo=g.ho * g.wo, img=img, row=row, col=col,
+             row_wrap=row - g.wo * col, img_wrap=img - g.ho * row, cin=g.cin, cin_g=g.cin_g, cout=g.cout,
+             cout_g=g.cout_g, npanels=npanels, tiles=tiles, per_group=npanels * tiles,
+             items=g.groups * npanels * tiles, kn=K * g.nr,
+             taps_at=HEADER_FLOATS + g.groups * npanels * K * g.nr)
+    out = np.zeros(HEADER_FLOATS // 2, np.int64)
+    out[:len(HEADER)] = [v[name] for name in HEADER]
+    return out
+
+
 def tap_offsets(g: ConvGeometry) -> np.ndarray:
     """int32 [count, offset per (dy, dx)]: a kernel tap's input element offset from its pixel.
 
@@ -73,12 +125,13 @@ def tap_offsets(g: ConvGeometry) -> np.ndarray:
 
 
 def pack_conv_weights(w: np.ndarray, g: ConvGeometry) -> np.ndarray:
-    """W[Cout, Cin/groups, kh, kw] -> per group, packed GEMM panels of [kh*kw*Cin_g, Cout_g],
-    followed by the tap offset table (int32 bits, see `tap_offsets`). Depthwise: [kh*kw, C]."""
+    """W[Cout, Cin/groups, kh, kw] -> the geometry `header`, then per group packed GEMM panels
+    of [kh*kw*Cin_g, Cout_g], then the tap offset table (int32 bits, see `tap_offsets`).
+    Depthwise: [kh*kw, C]."""
     w = np.asarray(w, np.float32)
     if g.depthwise:  # [C, 1, kh, kw] -> [kh*kw, C]
         return np.ascontiguousarray(w.reshape(g.cout, g.kh * g.kw).T)
-    parts = []
+    parts = [header(g).view(np.float32)]
     for grp in range(g.groups):
         wg = w[grp * g.cout_g:(grp + 1) * g.cout_g]  # [Cout_g, Cin_g, kh, kw]
         kmat = wg.transpose(2, 3, 1, 0).reshape(g.kh * g.kw * g.cin_g, g.cout_g)
@@ -107,79 +160,84 @@ def emit_conv(make_kb, g: ConvGeometry, epilogue=None, extra_args: int = 0, *, h
     if g.depthwise:
         _emit_depthwise(kb, g, inp, wp, out, tid, nth, epi)
         return kb.finish()
+    _emit_implicit_gemm(kb, g, inp, wp, out, tid, nth, epi)
+    return kb.finish()
+
+
+def _emit_implicit_gemm(kb, g: ConvGeometry, inp, wp, out, tid, nth, epi: Epilogue):
+    """The body of a shared implicit-GEMM kernel: only `code_key(g)` is compiled in."""
     b = kb.b
-    P = g.n * g.ho * g.wo
-    K = g.kh * g.kw * g.cin_g
-    npanels = -(-g.cout_g // g.nr)
-    mr = min(g.mr, P)
-    tiles = -(-P // mr)
-    # Items (group, panel, row tile), split evenly: every thread streams the same weights, which
-    # stay in L2 while its row tiles pass.
-    per_group = npanels * tiles
-    lo, hi = split_range(kb, g.groups * per_group, tid, nth)
-    taps = kb.ptr(wp, g.groups * npanels * K * g.nr)  # the tap offset table follows the panels
-
-    def row_offset(p):
-        if (g.kh, g.kw, g.sh, g.sw, g.hp, g.wp) == (1, 1, 1, 1, g.ho, g.wo):
-            return b.mul(p, kb.i64(g.cin))  # a 1x1 convolution's pixels are its input's rows
-        n_ = b.udiv(p, kb.i64(g.ho * g.wo))
-        rem = b.urem(p, kb.i64(g.ho * g.wo))
-        oy = b.udiv(rem, kb.i64(g.wo))
-        ox = b.urem(rem, kb.i64(g.wo))
-        y = b.mul(oy, kb.i64(g.sh))
-        x = b.mul(ox, kb.i64(g.sw))
-        pix = b.add(b.mul(b.add(b.mul(n_, kb.i64(g.hp)), y), kb.i64(g.wp)), x)
-        return b.mul(pix, kb.i64(g.cin))
-
+    mr = _rows(g)
+    h = {name: b.load(kb.ptr(wp, _F[name], I64), typ=I64, align=8) for name in HEADER}
+    panels = kb.ptr(wp, HEADER_FLOATS)
+    taps = kb.ptr(wp, h["taps_at"])
+    lo, hi = split_range(kb, h["items"], tid, nth)
     ntaps = b.sext(b.load(taps, typ=I32, align=4), I64)
-
     # A group whose packed weights fit in L1 with room to spare (ShuffleNet's grouped 1x1
     # convolutions: 5 panels of 68 x 16) takes its items row tile by row tile, every panel of a
     # tile in turn, so the tile's input rows are read from memory once, not once per panel.
-    tile_major = npanels > 1 and npanels * K * g.nr * 4 <= L1_WEIGHTS
+    tile_major, grouped, divisible = code_key(g)[4:]
+
+    def row_offsets(i0):
+        """Input offsets of the tile's rows i0 .. i0 + mr - 1: the first from (image, y, x), each
+        next one a step from the last (no division per row). Rows past the output are pointed
+        at the first (computed, never stored)."""
+        if _contiguous(g):
+            offs = [b.mul(b.add(i0, kb.i64(r)), h["cin"]) for r in range(mr)]
+        else:
+            n_ = b.udiv(i0, h["howo"])
+            rem = b.sub(i0, b.mul(n_, h["howo"]))
+            oy = b.udiv(rem, h["wo"])
+            ox = b.sub(rem, b.mul(oy, h["wo"]))
+            off = b.add(b.add(b.mul(n_, h["img"]), b.mul(oy, h["row"])), b.mul(ox, h["col"]))
+            offs = [off]
+            zero = kb.i64(0)
+            for _ in range(1, mr):
+                ox = b.add(ox, kb.i64(1))
+                wrap = b.icmp_signed("==", ox, h["wo"])
+                ox = b.select(wrap, zero, ox)
+                oy = b.select(wrap, b.add(oy, kb.i64(1)), oy)
+                off = b.add(off, b.add(h["col"], b.select(wrap, h["row_wrap"], zero)))
+                wrap = b.icmp_signed("==", oy, h["ho"])
+                oy = b.select(wrap, zero, oy)
+                off = b.add(off, b.select(wrap, h["img_wrap"], zero))
+                offs.append(off)
+        return [offs[0]] + [b.select(b.icmp_signed("<", b.add(i0, kb.i64(r)), h["P"]), offs[r], offs[0])
+                            for r in range(1, mr)]
 
     def tile(item):
-        grp = b.sdiv(item, kb.i64(per_group))
-        rem = b.srem(item, kb.i64(per_group))
+        if grouped:
+            grp = b.sdiv(item, h["per_group"])
+            rem = b.sub(item, b.mul(grp, h["per_group"]))
+        else:
+            grp, rem = kb.i64(0), item
         if tile_major:
-            t = b.sdiv(rem, kb.i64(npanels))
-            panel = b.srem(rem, kb.i64(npanels))
+            t = b.sdiv(rem, h["npanels"])
+            panel = b.sub(rem, b.mul(t, h["npanels"]))
         else:
-            panel = b.sdiv(rem, kb.i64(tiles))
-            t = b.srem(rem, kb.i64(tiles))
+            panel = b.sdiv(rem, h["tiles"])
+            t = b.sub(rem, b.mul(panel, h["tiles"]))
         i0 = b.mul(t, kb.i64(mr))
-        ps = [b.add(i0, kb.i64(r)) for r in range(mr)]
-        rows_valid = None
-        if P % mr:
-            rows_valid = b.sub(kb.i64(P), i0)
-            last = kb.i64(P - 1)
-            ps = [b.select(b.icmp_signed("<", p, last), p, last) for p in ps]
-        a_grp = b.mul(grp, kb.i64(g.cin_g))
-        rows = [b.add(row_offset(p), a_grp) for p in ps]
-        crow = [b.mul(p, kb.i64(g.cout)) for p in ps]
+        a_grp = b.mul(grp, h["cin_g"])
+        rows = [b.add(o, a_grp) for o in row_offsets(i0)]
+        crow = [b.mul(b.add(i0, kb.i64(r)), h["cout"]) for r in range(mr)]
         col_in_grp = b.mul(panel, kb.i64(g.nr))
-        col0 = b.add(col_in_grp, b.mul(grp, kb.i64(g.cout_g)))
-        b_base = b.add(b.mul(grp, kb.i64(npanels * K * g.nr)), b.mul(panel, kb.i64(K * g.nr)))
-        if g.cout_g % g.nr == 0:
-            n_valid = None
-        elif npanels == 1:
-            n_valid = g.cout_g
-        else:
-            n_valid = b.sub(kb.i64(g.cout_g), col_in_grp)
+        col0 = b.add(col_in_grp, b.mul(grp, h["cout_g"]))
+        b_base = b.mul(b.add(b.mul(grp, h["npanels"]), panel), h["kn"])
+        n_valid = None if divisible else b.sub(h["cout_g"], col_in_grp)
 
         def segs(emit):
             with kb.loop(0, ntaps, name="tap") as tap:
                 a_tap = b.sext(b.load(kb.ptr(taps, b.add(tap, kb.i64(1)), I32), typ=I32, align=4), I64)
-                k_tap = b.mul(tap, kb.i64(g.cin_g))
-                with kb.loop(0, g.cin_g, name="c") as c:
+                k_tap = b.mul(tap, h["cin_g"])
+                with kb.loop(0, h["cin_g"], name="c") as c:
                     emit(b.add(a_tap, c), b.add(k_tap, c))
 
-        emit_tile(kb, mr, inp, rows, wp, b_base, segs, out, crow, col0, epi, n_valid=n_valid,
-                  rows_valid=rows_valid, k_stride=g.nr, nv=g.nv)
+        emit_tile(kb, mr, inp, rows, panels, b_base, segs, out, crow, col0, epi, n_valid=n_valid,
+                  rows_valid=b.sub(h["P"], i0), k_stride=g.nr, nv=g.nv)
 
     with kb.loop(lo, hi, name="item") as item:
         tile(item)
-    return kb.finish()
 
 
 #: Bytes of packed weights per group small enough to stay in a 32 KB L1 data cache beside a
