@@ -23,6 +23,11 @@ from .lanes import Lanes, dtype_of_value, lanes_loop, storage_dtype
 #: Loops with at least this many elements split across the threads.
 PARALLEL_MIN = 1 << 15
 
+#: An innermost loop shorter than this, or one that strides (no vector access), keeps its size
+#: and strides as constants, as before: LLVM unrolls a short loop whole, and such loops
+#: (ShuffleNet's channel shuffles, short rows) gain little from sharing code.
+INNER_SHARED = 64
+
 
 # -- broadcasting loop nests --------------------------------------------------------------------
 
@@ -83,13 +88,28 @@ def emit_loop(cg, name: str, out, ins: list, body):
 
 
 def emit_strided(cg, name: str, shape, accesses: list, body, *, single: bool | None = None):
-    """The general loop nest: accesses[0] is written, the others (None: absent) are read."""
+    """The general loop nest: accesses[0] is written, the others (None: absent) are read.
+
+    The kernel reads its loop sizes and strides from an int64 table in the weights (its last
+    pointer argument), so its code depends only on the nest's depth, which innermost strides are
+    0 or 1, the element types and the body: loops of one kind over other shapes (DenseNet's
+    BatchNorm + Relu at every channel count, a transformer's at every sequence length) share a
+    function. A size or stride read from the table costs one load per call, where as a constant
+    it cost a compile per shape."""
     present = [a for a in accesses if a is not None]
     sizes, strides = collapse(shape, [a.strides for a in present])
     numel = int(np.prod(shape, dtype=np.int64))
-    kb = cg.function(name, [PTR] * len(present) + [I64, I64])
-    ptrs, (tid, nth) = kb.args[:len(present)], kb.args[len(present):]
+    depth = len(sizes)
+    table = cg.weight(np.array(sizes + [x for st in strides for x in st], np.int64))
+    kb = cg.function(name, [PTR] * (len(present) + 1) + [I64, I64])
+    ptrs, geo, (tid, nth) = kb.args[:len(present)], kb.args[len(present)], kb.args[len(present) + 1:]
     b = kb.b
+    inner_fixed = sizes[-1] < INNER_SHARED or any(st[-1] not in (0, 1) for st in strides)
+    size_of = [kb.i64(sizes[d]) if d == depth - 1 and inner_fixed else kb.load(geo, d, I64, align=8)
+               for d in range(depth)]
+    stride_of = [[kb.i64(st[d]) if d == depth - 1 and (inner_fixed or st[d] in (0, 1)) else
+                  kb.load(geo, depth * (1 + k) + d, I64, align=8) for d in range(depth)]
+                 for k, st in enumerate(strides)]
 
     def element(lanes: Lanes, offsets):
         vals = [lanes.load(p, off, a.dtype, st[-1] == 0) for p, off, a, st in
@@ -100,7 +120,7 @@ def emit_strided(cg, name: str, shape, accesses: list, body, *, single: bool | N
 
     def inner(bases, lo, hi):
         def step(lanes, i):
-            element(lanes, [b.add(base, b.mul(i, kb.i64(st[-1]))) for base, st in zip(bases, strides)])
+            element(lanes, [b.add(base, b.mul(i, st[-1])) for base, st in zip(bases, stride_of)])
 
         if all(st[-1] in (0, 1) for st in strides):
             lanes_loop(kb, lo, hi, step)
@@ -108,17 +128,17 @@ def emit_strided(cg, name: str, shape, accesses: list, body, *, single: bool | N
             with kb.loop(lo, hi, name="i") as i:
                 step(Lanes(kb, 1), i)
 
-    def nest(depth, bases, lo=None, hi=None):
+    def nest(d, bases, lo=None, hi=None):
         lo = kb.i64(0) if lo is None else lo
-        hi = kb.i64(sizes[depth]) if hi is None else hi
-        if depth == len(sizes) - 1:
+        hi = size_of[d] if hi is None else hi
+        if d == depth - 1:
             return inner(bases, lo, hi)
-        with kb.loop(lo, hi, name=f"d{depth}", unroll=False) as i:
-            nest(depth + 1, [b.add(base, b.mul(i, kb.i64(st[depth]))) for base, st in zip(bases, strides)])
+        with kb.loop(lo, hi, name=f"d{d}", unroll=False) as i:
+            nest(d + 1, [b.add(base, b.mul(i, st[d])) for base, st in zip(bases, stride_of)])
 
-    bases = [kb.i64(0) for a in present]  # offsets go into the pointers: same-shaped kernels dedupe
-    n = kb.i64(sizes[0])
-    if len(sizes) == 1:  # split the only dim in whole vectors
+    bases = [kb.i64(0) for a in present]  # offsets go into the pointers: kernels dedupe
+    n = size_of[0]
+    if depth == 1:  # split the only dim in whole vectors
         chunk = b.mul(b.sdiv(b.add(b.sdiv(b.add(n, b.sub(nth, kb.i64(1))), nth), kb.i64(VEC - 1)),
                              kb.i64(VEC)), kb.i64(VEC))
         lo = b.mul(chunk, tid)
@@ -129,7 +149,7 @@ def emit_strided(cg, name: str, shape, accesses: list, body, *, single: bool | N
         lo, hi = b.sdiv(b.mul(n, tid), nth), b.sdiv(b.mul(n, b.add(tid, kb.i64(1))), nth)
     nest(0, bases, lo, hi)
     kb.finish()
-    call_split(cg, kb.fn, [cg.ptr(a.operand, a.offset * a.dtype.itemsize) for a in present],
+    call_split(cg, kb.fn, [cg.ptr(a.operand, a.offset * a.dtype.itemsize) for a in present] + [table],
                numel < PARALLEL_MIN if single is None else single)
 
 
