@@ -148,6 +148,29 @@ def _table(rows: list[dict], t: int) -> list[str]:
 ISA_TITLES = {"avx512": "AVX-512", "avx2": "AVX2", "generic": "generic x86-64"}
 
 
+def compile_section() -> list[str]:
+    """The table of `python benchmarks/compile_time.py` (benchmarks/results-compile.json, its own
+    run and host), so that rewriting this page keeps it."""
+    path = os.path.join(HERE, "results-compile.json")
+    if not os.path.exists(path):
+        return []
+    import compile_time
+
+    with open(path) as f:
+        data = json.load(f)
+    env = data["env"]
+    return [f"`python benchmarks/compile_time.py` ({env['cpu_model']}, LLVM `{env['cpu']}`, level {env['isa']}, "
+            f"{env['cores']} cores, load {env['loadavg_start'][0]} at the start; onnxruntime "
+            f"{env.get('onnxruntime')}, OpenVINO {env.get('openvino')}; {env['date']}). Every figure is from a "
+            "fresh process: glow cold has an empty `GLOW_CACHE_DIR` (ONNX import, graph passes, code "
+            "generation, LLVM at O3, load); glow cached finds every kernel object in that folder (graph "
+            "passes and code generation still run); the executable cache is `glow.compile(path, \"cpu\", "
+            "cache=True)`, what `glow run` does, after an earlier compile saved the executable "
+            "([user-guide.md](user-guide.md#caching)). `import glow` and finding the backends are not "
+            "counted, for any runtime. Seconds:", "", *compile_time.table(data["rows"]), "",
+            "[compile-time.md](compile-time.md) has the phases and what was done about them.", ""]
+
+
 def markdown(by_isa: dict) -> str:
     """docs/performance.md: one section per instruction-set level measured (newest data of each),
     the richest first; the throughput, compile-time and environment notes of the newest run."""
@@ -199,10 +222,11 @@ def markdown(by_isa: dict) -> str:
     if data.get("compile"):
         c = data["compile"]
         lines += ["## Compile time", "",
-                  f"ResNet-50, whole model to a runnable program (graph passes, code generation, "
+                  f"ResNet-50 in this run, whole model to a runnable program (graph passes, code generation, "
                   f"LLVM at O3 for the host CPU): **{c['cold']:.1f} s cold** (empty cache), "
                   f"**{c['cached']:.1f} s cached** (the object file comes from the on-disk cache; "
                   "graph passes and IR generation still run).", ""]
+    lines += compile_section()
     lines += NOTES.splitlines() + [""]
     env = data.get("env", {})
     lines += ["## How this was measured", "",
