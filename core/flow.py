@@ -185,6 +185,7 @@ class SpecializingExecutable(Executable):
             else:
                 exe = self._compile(feeds)
                 self._store(feeds, exe)
+                self._failed.pop(key, None)
         names = {v.name for v in exe.graph.inputs}
         return exe, {k: v for k, v in feeds.items() if k in names}
 
@@ -296,8 +297,12 @@ class SpecializingExecutable(Executable):
         if found is None:  # compiling in the background
             try:
                 return self._interpret(feeds)
+            except Exception:  # noqa: BLE001 - whatever the interpreter cannot do, the compile decides
+                pass  # (a tier never fails a call that the compiled code would answer)
             finally:
                 self._launch()
+            self.wait_compiles()
+            found = self.specialized(feeds)  # compiled by now, or compiled here, raising its error
         exe, rest = found
         return exe._run(rest)
 

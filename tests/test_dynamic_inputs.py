@@ -205,6 +205,22 @@ def test_a_failed_background_compile_raises_on_the_next_call(monkeypatch):
     assert exe.stats["compiles_pending"] == 0
 
 
+def test_what_the_interpreter_cannot_run_waits_for_the_compile(monkeypatch):
+    model, exe, ref = _tiered_encoder(monkeypatch)
+    rng = np.random.default_rng(5)
+    exe.run(token_feeds(model, 1, 4, rng, vocab=50))
+
+    def cannot(feeds):
+        raise glow.GraphError("node 'x' (Gelu) failed in the reference interpreter (a test's)")
+
+    monkeypatch.setattr(exe, "_interpret", cannot)
+    feeds = token_feeds(model, 1, 7, rng, vocab=50)
+    out = exe.output_names[0]
+    np.testing.assert_allclose(exe.run(feeds)[out], ref.run(feeds)[out], rtol=1e-4, atol=1e-5)
+    s = exe.stats
+    assert s["compiles"] == 2 and s["compiles_pending"] == 0
+
+
 def test_tiers_off_compile_every_new_shape_in_the_foreground(monkeypatch):
     monkeypatch.setenv("GLOW_TIERED", "0")
     model = encoder(layers=1, hidden=16, heads=2, ffn=32, vocab=50, dynamic=True)
