@@ -144,23 +144,26 @@ def test_cpu_and_the_renderer_defer_by_one_rule():
     assert got["nonzero"] == (False, False), got
 
 
-def _tiered_encoder(monkeypatch):
+def _tiered_encoder(monkeypatch, seed):
+    """A symbolic-shape encoder on cpu with tiers on, run once (its first signature, [1, 4],
+    compiles in the foreground); the reference executable; the random generator."""
     monkeypatch.setenv("GLOW_TIERED", "1")
     model = encoder(layers=1, hidden=16, heads=2, ffn=32, vocab=50, dynamic=True)
-    return model, glow.compile(model, backend="cpu"), glow.compile(model, backend="reference")
+    exe, rng = glow.compile(model, backend="cpu"), np.random.default_rng(seed)
+    exe.run(token_feeds(model, 1, 4, rng, vocab=50))
+    return model, exe, glow.compile(model, backend="reference"), rng
+
+
+def _agrees(exe, ref, feeds):
+    out = exe.output_names[0]
+    np.testing.assert_allclose(exe.run(feeds)[out], ref.run(feeds)[out], rtol=1e-4, atol=1e-5)
 
 
 def test_a_new_shape_is_interpreted_while_it_compiles_in_the_background(monkeypatch):
-    model, exe, ref = _tiered_encoder(monkeypatch)
-    rng = np.random.default_rng(1)
-    feeds = token_feeds(model, 1, 4, rng, vocab=50)
-    exe.run(feeds)  # the first signature compiles in the foreground
+    model, exe, ref, rng = _tiered_encoder(monkeypatch, 1)
     assert exe.stats["compiles"] == 1 and exe.stats["interpreted_runs"] == 0
     for seq in (6, 6):  # a new one: answered by the interpreter, compiled behind it
-        feeds = token_feeds(model, 2, seq, rng, vocab=50)
-        out = exe.output_names[0]
-        got, want = exe.run(feeds)[out], ref.run(feeds)[out]
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        _agrees(exe, ref, token_feeds(model, 2, seq, rng, vocab=50))
         assert exe.wait_compiles(timeout=120)
     s = exe.stats
     assert s["compiles"] == 2 and s["compiles_pending"] == 0 and s["specializations"] == 2
@@ -188,17 +191,14 @@ def test_a_background_compile_reads_the_feeds_as_they_were(monkeypatch):
 
 
 def test_a_failed_background_compile_raises_on_the_next_call(monkeypatch):
-    model, exe, ref = _tiered_encoder(monkeypatch)
-    rng = np.random.default_rng(2)
-    exe.run(token_feeds(model, 1, 4, rng, vocab=50))
+    model, exe, ref, rng = _tiered_encoder(monkeypatch, 2)
 
     def broken(graph):
         raise glow.BackendError("backend 'cpu': no kernel for this (a test's)")
 
     exe.compile_static = broken
     feeds = token_feeds(model, 1, 5, rng, vocab=50)
-    np.testing.assert_allclose(exe.run(feeds)[exe.output_names[0]], ref.run(feeds)[exe.output_names[0]],
-                               rtol=1e-4, atol=1e-5)
+    _agrees(exe, ref, feeds)
     assert exe.wait_compiles(timeout=120)
     with pytest.raises(glow.BackendError, match="no kernel for this"):
         exe.run(feeds)  # compiled in the foreground now, as without tiers: the error shows
@@ -206,17 +206,13 @@ def test_a_failed_background_compile_raises_on_the_next_call(monkeypatch):
 
 
 def test_what_the_interpreter_cannot_run_waits_for_the_compile(monkeypatch):
-    model, exe, ref = _tiered_encoder(monkeypatch)
-    rng = np.random.default_rng(5)
-    exe.run(token_feeds(model, 1, 4, rng, vocab=50))
+    model, exe, ref, rng = _tiered_encoder(monkeypatch, 5)
 
     def cannot(feeds):
         raise glow.GraphError("node 'x' (Gelu) failed in the reference interpreter (a test's)")
 
     monkeypatch.setattr(exe, "_interpret", cannot)
-    feeds = token_feeds(model, 1, 7, rng, vocab=50)
-    out = exe.output_names[0]
-    np.testing.assert_allclose(exe.run(feeds)[out], ref.run(feeds)[out], rtol=1e-4, atol=1e-5)
+    _agrees(exe, ref, token_feeds(model, 1, 7, rng, vocab=50))
     s = exe.stats
     assert s["compiles"] == 2 and s["compiles_pending"] == 0
 
