@@ -133,7 +133,8 @@ def test_convolutions_of_other_geometries_share_one_kernel():
 
     def fn(b, x):
         for (w, bias), attrs in zip(ws, specs):
-            x = b.add1("Relu", [b.add1("Conv", [x, b.constant(w), b.constant(bias)], {"kernel_shape": (3, 3), **attrs})])
+            conv = b.add1("Conv", [x, b.constant(w), b.constant(bias)], {"kernel_shape": (3, 3), **attrs})
+            x = b.add1("Relu", [conv])
         return x
 
     g = build(fn, ("x", (2, 24, 13, 11)))
