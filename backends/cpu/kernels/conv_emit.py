@@ -171,6 +171,8 @@ def _emit_implicit_gemm(kb, g: ConvGeometry, inp, wp, out, tid, nth, epi: Epilog
     h = {name: b.load(kb.ptr(wp, _F[name], I64), typ=I64, align=8) for name in HEADER}
     panels = kb.ptr(wp, HEADER_FLOATS)
     taps = kb.ptr(wp, h["taps_at"])
+    # Items (group, panel, row tile), split evenly: every thread streams the same weights, which
+    # stay in L2 while its row tiles pass.
     lo, hi = split_range(kb, h["items"], tid, nth)
     ntaps = b.sext(b.load(taps, typ=I32, align=4), I64)
     # A group whose packed weights fit in L1 with room to spare (ShuffleNet's grouped 1x1
