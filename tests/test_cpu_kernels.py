@@ -98,6 +98,22 @@ def test_matmul_bias_and_gelu_epilogue_runs_in_the_kernel():
     agree(g, {"x": rand(1, 50, 64)})
 
 
+
+def test_matmuls_of_other_sizes_share_one_kernel():
+    """MatMuls with other row counts, and batched ones with other batch sizes over a run-time B,
+    read their sizes from a table: one function per kind, each giving its own answer."""
+    w = rand(32, 40) * 0.2
+
+    def fn(b, x, y, q, k):
+        return [b.add1("MatMul", [x, b.constant(w)]), b.add1("MatMul", [y, b.constant(w)]),
+                b.add1("MatMul", [q, k]), b.add1("MatMul", [b.add1("Relu", [q]), k])]
+
+    g = build(fn, ("x", (20, 32)), ("y", (3, 33, 32)), ("q", (2, 3, 17, 16)), ("k", (2, 1, 16, 24)))
+    text = glow.compile(g, "cpu").program.module_text
+    kernels = [line for line in text.splitlines() if line.startswith("define") and "MatMul" in line]
+    assert len(kernels) == 2, kernels  # packed B, and run-time B
+    agree(g, {"x": rand(20, 32), "y": rand(3, 33, 32), "q": rand(2, 3, 17, 16), "k": rand(2, 1, 16, 24)})
+
 # -- convolutions -----------------------------------------------------------------------------------
 
 CONVS = [  # (cin, hw, cout, k, stride, pads, dilation, group)

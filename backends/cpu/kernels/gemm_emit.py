@@ -172,7 +172,7 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
     """One mr x (16 nv) tile of C.
 
     row_offsets[r]: i64 element offset of row r's A data; c_offsets[r]: of row r's C data.
-    B element (k, j) of this panel is at b_base + k * k_stride + j.
+    B element (k, j) of this panel is at b_base + k * k_stride + j (k_stride: an int or an i64 value).
     k_segments(emit): calls emit(a_off, b_k) inside the caller's loops for every k, where a_off is
     the element offset added to each row's A offset and b_k the k index into the panel.
     n_valid: columns of this panel that exist in C (None: all; an int, or an i64 value): the rest
@@ -194,7 +194,7 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
     accs = [[kb.var(vec(), zero) for _ in range(live)] for _ in range(mr)]
 
     def body(a_off, b_k):
-        base = b.add(b_base, b.mul(b_k, kb.i64(k_stride)))
+        base = b.add(b_base, b.mul(b_k, kb.i64(k_stride) if isinstance(k_stride, int) else k_stride))
         bvs = [load_vec(kb, kb.ptr(b_ptr, b.add(base, kb.i64(v * VEC))), masks[v] if b_masked else None)
                for v in range(live)]
         for r in range(mr):
@@ -291,8 +291,35 @@ def kernel_factory(module: ir.Module, name: str):
     return lambda arg_types: KernelBuilder(module, name, arg_types)
 
 
+#: int64 fields of a GEMM kernel's geometry table (`gemm_table`), in this order; then, per output
+#: batch dim, its size and A's and B's strides (B's in floats of packed panels where B is packed).
+GEMM_FIELDS = ("M", "N", "K", "lda", "ldb", "tiles", "per_batch", "items", "c_batch", "panel_stride")
+
+
+def _tile_rows(s: GemmShape) -> int:
+    return min(s.mr, s.M)
+
+
+def gemm_code_key(s: GemmShape) -> tuple:
+    """What a GEMM kernel's code depends on; GEMMs with equal keys share one function (sizes and
+    strides come from the table at run time)."""
+    return (_tile_rows(s), s.nv, s.packed, len(s.batch), s.N % s.nr == 0)
+
+
+def gemm_table(s: GemmShape) -> np.ndarray:
+    """The int64 geometry table of `s` (GEMM_FIELDS, then the batch dims)."""
+    npanels = -(-s.N // s.nr)
+    tiles = -(-s.M // _tile_rows(s))
+    unit = packed_batch_stride(s) if s.packed else 1
+    head = [s.M, s.N, s.K, s.K if s.lda is None else s.lda, s.N if s.ldb is None else s.ldb, tiles,
+            npanels * tiles, s.batches * npanels * tiles, s.M * s.N, s.K * s.nr if s.packed else s.nr]
+    dims = [x for d in range(len(s.batch)) for x in (s.batch[d], s.a_batch[d], s.b_batch[d] * unit)]
+    return np.array(head + dims, np.int64)
+
+
 def emit_gemm(make_kb, s: GemmShape, epilogue=None, extra_args: int = 0) -> ir.Function:
-    """`void (float* A, float* B, float* C, float* bias, ptr extra..., i64 tid, i64 nthreads)`.
+    """`void (float* A, float* B, float* C, float* bias, ptr extra..., i64* table, i64 tid,
+    i64 nthreads)`, the table being `gemm_table(s)`: the code depends on `gemm_code_key(s)` only.
 
     make_kb(arg_types) -> KernelBuilder makes the function (`cg.function`, or `kernel_factory`).
     `epilogue(kb, bias, extras) -> Epilogue` builds the tile epilogue from the kernel's arguments.
@@ -300,74 +327,56 @@ def emit_gemm(make_kb, s: GemmShape, epilogue=None, extra_args: int = 0) -> ir.F
     keeps one B panel hot in L2 while it streams row tiles of A; threads take equal contiguous
     shares of the items.
     """
-    lda = s.K if s.lda is None else s.lda
-    ldb = s.N if s.ldb is None else s.ldb
-    kb = make_kb([PTR] * (4 + extra_args) + [I64, I64])
+    kb = make_kb([PTR] * (5 + extra_args) + [I64, I64])
     kb.fn.attributes.add("noinline")  # one call each: inlining only slows LLVM down
     A, B, C, bias = kb.args[:4]
     extras = kb.args[4:4 + extra_args]
-    tid, nth = kb.args[4 + extra_args:]
+    geo, tid, nth = kb.args[4 + extra_args:]
     b = kb.b
     epi = epilogue(kb, bias, extras) if epilogue is not None else Epilogue()
-    npanels = -(-s.N // s.nr)
-    mr = min(s.mr, s.M)
-    tiles = -(-s.M // mr)
-    per_batch = npanels * tiles
-    lo, hi = split_range(kb, s.batches * per_batch, tid, nth)
-    b_stride = packed_batch_stride(s)
+    g = {name: kb.load(geo, i, I64, align=8) for i, name in enumerate(GEMM_FIELDS)}
+    dims = [[kb.load(geo, len(GEMM_FIELDS) + 3 * d + j, I64, align=8) for j in range(3)]
+            for d in range(len(s.batch))]
+    mr = _tile_rows(s)
+    lo, hi = split_range(kb, g["items"], tid, nth)
 
     with kb.loop(lo, hi, name="item") as item:
-        bi = b.sdiv(item, kb.i64(per_batch))
-        rem = b.srem(item, kb.i64(per_batch))
-        panel = b.sdiv(rem, kb.i64(tiles))
-        t = b.srem(rem, kb.i64(tiles))
-        a_base, b_base = kb.i64(0), kb.i64(0)
-        if s.batch:
-            a_base, b_base = _batch_offsets(kb, bi, s.batch, s.a_batch, s.b_batch)
-            if s.packed:
-                b_base = b.mul(b_base, kb.i64(b_stride))
-        c_base = b.mul(bi, kb.i64(s.M * s.N))
-        b_base = b.add(b_base, b.mul(panel, kb.i64(s.K * s.nr if s.packed else s.nr)))
+        bi = b.sdiv(item, g["per_batch"])
+        rem = b.sub(item, b.mul(bi, g["per_batch"]))
+        panel = b.sdiv(rem, g["tiles"])
+        t = b.sub(rem, b.mul(panel, g["tiles"]))
+        a_base, b_base = _batch_offsets(kb, bi, dims)
+        c_base = b.mul(bi, g["c_batch"])
+        b_base = b.add(b_base, b.mul(panel, g["panel_stride"]))
         col0 = b.mul(panel, kb.i64(s.nr))
         i0 = b.mul(t, kb.i64(mr))
-        rows_valid = None
-        if s.M % mr:
-            rows_valid = b.sub(kb.i64(s.M), i0)
-        last = kb.i64(s.M - 1)
-        idx = [b.add(i0, kb.i64(r)) for r in range(mr)]
-        if rows_valid is not None:  # rows past the end recompute the last row; they are not stored
-            idx = [b.select(b.icmp_signed("<", i, last), i, last) for i in idx]
-        rows = [b.add(a_base, b.mul(i, kb.i64(lda))) for i in idx]
-        crow = [b.add(c_base, b.mul(i, kb.i64(s.N))) for i in idx]
-        if s.N % s.nr == 0:
-            n_valid = None
-        elif npanels == 1:
-            n_valid = s.N
-        else:
-            n_valid = b.sub(kb.i64(s.N), col0)
+        last = b.sub(g["M"], kb.i64(1))
+        # rows past the end recompute the last row; they are not stored
+        idx = [i0] + [b.select(b.icmp_signed("<", b.add(i0, kb.i64(r)), last), b.add(i0, kb.i64(r)), last)
+                      for r in range(1, mr)]
+        rows = [b.add(a_base, b.mul(i, g["lda"])) for i in idx]
+        crow = [b.add(c_base, b.mul(i, g["N"])) for i in idx]
+        n_valid = None if gemm_code_key(s)[4] else b.sub(g["N"], col0)
 
         def segs(emit):
-            with kb.loop(0, s.K, name="k") as k:
+            with kb.loop(0, g["K"], name="k") as k:
                 emit(k, k)
 
         emit_tile(kb, mr, A, rows, B, b_base, segs, C, crow, col0, epi, n_valid=n_valid,
-                  rows_valid=rows_valid, k_stride=s.nr if s.packed else ldb, b_masked=not s.packed,
-                  nv=s.nv)
+                  rows_valid=b.sub(g["M"], i0), k_stride=s.nr if s.packed else g["ldb"],
+                  b_masked=not s.packed, nv=s.nv)
     return kb.finish()
 
 
-def _batch_offsets(kb, bi, batch, a_strides, b_strides):
-    """Element offsets of A's and B's batch `bi` (flat index over the output batch dims)."""
+def _batch_offsets(kb, bi, dims):
+    """Element offsets of A's and B's batch `bi` (flat index over the output batch dims; dims:
+    per dim, [size, A's stride, B's stride] as i64 values)."""
     b = kb.b
     a_off, b_off = kb.i64(0), kb.i64(0)
-    inner = 1
-    for d in reversed(range(len(batch))):
-        idx = b.srem(b.sdiv(bi, kb.i64(inner)), kb.i64(batch[d])) if batch[d] > 1 else None
-        inner *= batch[d]
-        if idx is None:
-            continue
-        if a_strides[d]:
-            a_off = b.add(a_off, b.mul(idx, kb.i64(a_strides[d])))
-        if b_strides[d]:
-            b_off = b.add(b_off, b.mul(idx, kb.i64(b_strides[d])))
+    for size, sa, sb in reversed(dims):
+        nxt = b.sdiv(bi, size)
+        idx = b.sub(bi, b.mul(nxt, size))
+        a_off = b.add(a_off, b.mul(idx, sa))
+        b_off = b.add(b_off, b.mul(idx, sb))
+        bi = nxt
     return a_off, b_off

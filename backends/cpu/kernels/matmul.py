@@ -19,7 +19,7 @@ from glow.ir.instr import Expr
 from ..codegen import cpu_kernel, has_ltype, ltype, weight_data
 from ..irutil import F32, PTR
 from . import epilogue as ep
-from .gemm_emit import GemmShape, choose_tile, emit_gemm, pack_b
+from .gemm_emit import GemmShape, choose_tile, emit_gemm, gemm_code_key, gemm_table, pack_b
 
 MAX_PACKED_BYTES = 1 << 31  # constant B beyond this is read in place rather than duplicated
 
@@ -66,12 +66,13 @@ def _run_gemm(cg, instr, s: GemmShape, a, b_ptr, bias_ptr, plan, name):
     out = instr.outputs[0]
     kplan = plan if plan is not None else ep.NONE
     operands = [a, instr.inputs[1], out, *(o for _, o, _ in kplan.leaves)]
-    key = ("gemm", s, bias_ptr is not None, kplan.key, ep.alias_key(operands))
+    # The kernel reads its sizes and strides from a table: GEMMs of one code class share it.
+    key = ("gemm", gemm_code_key(s), bias_ptr is not None, kplan.key, ep.alias_key(operands))
     fn = cg.shared(key, lambda: emit_gemm(lambda types: cg.function(name, types), s,
                                           kplan.builder(bias_ptr is not None), len(kplan.leaves)))
     bias = bias_ptr if bias_ptr is not None else ir.Constant(PTR, None)
     small = s.flops < 1 << 18  # one chunk: splitting costs more than the work (as for Conv)
-    args = [cg.ptr(a), b_ptr, cg.ptr(out), bias, *kplan.args(cg)]
+    args = [cg.ptr(a), b_ptr, cg.ptr(out), bias, *kplan.args(cg), cg.weight(gemm_table(s))]
     if small:
         cg.call(fn, args + [cg.entry.i64(0), cg.entry.i64(1)], single=True)
     else:
@@ -139,7 +140,7 @@ def emit_matmul_generic(cg, instr):
 
     with kb.loop(0, s.batches, name="batch") as bi:
         if s.batch:
-            a0, b0 = _batch_offsets(kb, bi, s.batch, s.a_batch, s.b_batch)
+            a0, b0 = _batch_offsets(kb, bi, [[kb.i64(x) for x in dim] for dim in zip(s.batch, s.a_batch, s.b_batch)])
         else:
             a0, b0 = kb.i64(0), kb.i64(0)
         c0 = bld.mul(bi, kb.i64(s.M * s.N))
