@@ -140,6 +140,32 @@ def test_conv_shapes(geom, shape, request):
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 
+def test_convolutions_of_other_sizes_share_one_kernel():
+    """CPU-shaped convolutions read image and channel sizes as kernel arguments: two layers of
+    one window and epilogue but other sizes launch one kernel (PoCL builds it once), and each
+    computes its own geometry correctly."""
+    rng = np.random.default_rng(3)
+    nodes, inits, c, prev = [], [], 8, "x"
+    for i, cout in enumerate((16, 32, 32, 48)):  # 80x80, 40x40 (16-column rows); 20x20, 10x10 (16 channels)
+        w = rng.standard_normal((cout, c, 3, 3), np.float32) * 0.2
+        b = rng.standard_normal(cout).astype(np.float32)
+        inits += [(f"w{i}", w), (f"b{i}", b)]
+        nodes += [h.make_node("Conv", [prev, f"w{i}", f"b{i}"], [f"c{i}"], pads=[1] * 4),
+                  h.make_node("Relu", [f"c{i}"], [f"r{i}"])]
+        prev, c = f"r{i}", cout
+        if i < 3:
+            nodes.append(h.make_node("MaxPool", [prev], [f"p{i}"], kernel_shape=[2, 2], strides=[2, 2]))
+            prev = f"p{i}"
+    nodes[-1].output[0] = "y"
+    x = rng.standard_normal((1, 8, 80, 80), np.float32)
+    mdl = _model(nodes, [("x", list(x.shape))], ["y"], inits)
+    exe = glow.compile(mdl, backend="opencl")
+    convs = [k.name for k in exe.compiled.program.launches if k.instr.opname == "Conv"]
+    assert len(convs) == 4 and len(set(convs)) == 2, convs
+    ref = glow.compile(mdl, backend="reference").run({"x": x})["y"]
+    np.testing.assert_allclose(exe.run({"x": x})["y"], ref, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("geom", [
     dict(cin=8, cout=16, g=1, hw=(19, 19), k=(3, 3), s=(1, 1), p=(1, 1), d=(1, 1)),
     dict(cin=5, cout=70, g=1, hw=(13, 29), k=(3, 5), s=(2, 1), p=(0, 2), d=(1, 1)),

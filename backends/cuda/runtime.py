@@ -25,7 +25,7 @@ import numpy as np
 from glow import Executable
 from glow.render import DeviceParams
 from glow.render.indexing import IndexRecord
-from glow.render.layout import launch_offsets
+from glow.render.layout import launch_args
 from glow.render.program import kernel_records
 
 
@@ -90,7 +90,7 @@ class CudaExecutable(Executable):
                 gsize, lsize = k.launch
                 lsize = tuple(lsize or (1,)) + (1,) * (3 - len(lsize or (1,)))
                 grid = tuple(g // l for g, l in zip(tuple(gsize) + (1,) * (3 - len(gsize)), lsize))
-                args = (self.mem, *[np.uint64(o) for o in launch_offsets(k, layout)])
+                args = (self.mem, *launch_args(k, layout))
                 self.steps.append(lambda fn=fn, grid=grid, lsize=lsize, args=args: fn(grid, lsize, args))
             # The zero fill and the weight upload ran on the legacy default stream, which a
             # non-blocking stream does not wait for: finish them before the first launch.

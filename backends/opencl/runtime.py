@@ -21,7 +21,7 @@ import numpy as np
 from glow import Executable
 from glow.render import DeviceParams
 from glow.render.indexing import IndexRecord
-from glow.render.layout import launch_offsets
+from glow.render.layout import launch_args
 from glow.render.program import kernel_records
 
 
@@ -91,7 +91,7 @@ class ClExecutable(Executable):
         self.launch_instrs = [k.instr for k in compiled.program.launches]  # for profiles
         for k in compiled.program.launches:
             kern = cl.Kernel(prg, k.name)
-            kern.set_args(self.mem, *[np.uint64(o) for o in launch_offsets(k, layout)])
+            kern.set_args(self.mem, *launch_args(k, layout))
             self.launches.append((kern, *k.launch))
         self.index_record = IndexRecord(compiled.program, layout)  # bad indices kernels met
         self._lock = threading.Lock()

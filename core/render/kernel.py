@@ -1,9 +1,11 @@
 """A rendered kernel, and the writer kernel templates use to build one.
 
 Every kernel takes the same kind of arguments: one pointer to the executable's device memory
-(`mem`, a byte pointer) and one byte offset per operand. The runtime places weights, the
-activation arena, inputs and outputs in that one allocation, so an operand is just an offset,
-and two instructions with the same shapes share one kernel (its text names no address).
+(`mem`, a byte pointer), one byte offset per operand, then the int sizes it reads at run time
+(`w.param`). The runtime places weights, the activation arena, inputs and outputs in that one
+allocation, so an operand is just an offset, and two instructions with the same shapes share one
+kernel (its text names no address). A template that reads its sizes through `w.param` is shared
+by instructions of other sizes too: one build of the device compiler serves all of them.
 
     w = KernelWriter(renderer, "add", instr)
     a, y = w.arg(instr.inputs[0]), w.arg(instr.outputs[0], out=True)
@@ -40,6 +42,7 @@ class Kernel:
     local_size: tuple | None  # work-group size, or None to let the runtime pick
     operands: tuple  # IR operands (Buffer | View), in argument order after `mem`
     instr: object = field(default=None, compare=False)  # the instruction it was rendered for
+    scalars: tuple = ()  # this launch's values of the int parameters (after the offsets)
 
     @property
     def launch(self) -> tuple:
@@ -59,6 +62,7 @@ class KernelWriter:
         self.instr = instr
         self.base = base
         self.operands: list = []
+        self.scalars: dict[str, int] = {}  # parameter name -> this instruction's value
         self.prologue: list[str] = []
         self.body: list[str] = []
         self.helpers: set[str] = set()
@@ -83,6 +87,18 @@ class KernelWriter:
         st = self.r.storage(dtype)
         self.prologue.append(f"{g}{const}{st}* p{k} = ({g}{const}{st}*)(mem + o{k});")
         return f"p{k}"
+
+    def param(self, name: str, value: int) -> str:
+        """An int kernel argument `name` holding `value` for this instruction; returns `name`.
+        The text then names no value, so instructions that differ only in such sizes share one
+        kernel (and one device-compiler build)."""
+        if name in self.scalars:
+            raise BackendError(f"kernel parameter '{name}' declared twice")
+        value = int(value)
+        if not -INT32_LIMIT <= value <= INT32_LIMIT:
+            raise BackendError(f"kernel parameter {name}={value} does not fit a 32-bit int")
+        self.scalars[name] = value
+        return name
 
     def weight(self, key, make) -> str:
         """A pointer to a weight the kernel derives at compile time (packed or transposed
@@ -174,6 +190,7 @@ class KernelWriter:
     def finish(self) -> Kernel:
         params = [f"{self.r.global_qualifier} unsigned char* mem".strip()]
         params += [f"const {self.r.offset_type} o{k}" for k in range(len(self.operands))]
+        params += [f"const int {n}" for n in self.scalars]
         lines = ["  " + p for p in self.prologue] + self.body
         header = self.r.kernel_header("@NAME@", params, self.local_size)
         text = header + " {\n" + "\n".join(lines) + "\n}\n"
@@ -181,7 +198,7 @@ class KernelWriter:
         name = f"{self.base}_{digest}"
         return Kernel(name, text.replace("@NAME@", name), frozenset(self.helpers),
                       frozenset(self.features), self.global_size, self.local_size,
-                      tuple(self.operands), self.instr)
+                      tuple(self.operands), self.instr, tuple(self.scalars.values()))
 
 
 def check_size(n: int) -> None:

@@ -70,5 +70,8 @@ def layout_memory(fn, plan, launches=None) -> DeviceLayout:
     return DeviceLayout(max(at, 64), offsets, weights, inputs, outputs)
 
 
-def launch_offsets(kernel, layout: DeviceLayout) -> list[int]:
-    return [layout.operand_offset(o) for o in kernel.operands]
+def launch_args(kernel, layout: DeviceLayout) -> list:
+    """A launch's arguments after `mem`: its operands' byte offsets (uint64), then the values of
+    its int parameters (int32), in the order of the kernel's signature."""
+    return ([np.uint64(layout.operand_offset(o)) for o in kernel.operands]
+            + [np.int32(v) for v in kernel.scalars])
