@@ -3,6 +3,7 @@
     python benchmarks/compile_time.py                  # every model; writes benchmarks/results-compile.json
     python benchmarks/compile_time.py --models resnet50 squeezenet encoder --no-write
     python benchmarks/compile_time.py --models core/data/tiny_cnn.onnx --native floor --no-write
+    python benchmarks/compile_time.py --backend opencl --models resnet50 --no-write
 
 Models: the nine light CNNs of the onnx wheel (with seeded random weights, as benchmarks/bundle.py
 loads them: theirs are all 0.02), the BERT-tiny-sized encoder and GPT-style decoder of
@@ -18,6 +19,10 @@ Every figure comes from a fresh Python process, so nothing warm in one runtime's
   run, which the profile includes). `import glow` and the discovery of the backends (which imports
   onnx) are timed apart and not counted.
 - glow cached: the same in a second process with that folder, now holding the object files.
+- `--backend opencl`: glow cold is `glow.compile(FILE, backend="opencl")` plus the first run
+  (PoCL builds each kernel at its first launch; glow starts those builds at compile time), with
+  GLOW_CACHE_DIR and POCL_CACHE_DIR new empty folders; glow cached the same in a second process
+  with both folders full. There is no executable cache for opencl.
 - glow executable cache: `glow.compile(FILE, "cpu", cache=True)` in a fourth process, after a third
   one saved the executable (core/compile_cache.py; what `glow run` does).
 - onnxruntime: `InferenceSession(bytes, so, providers=["CPUExecutionProvider"])`, default graph
@@ -77,6 +82,25 @@ def child_glow(path: str, native: str | None) -> dict:
             "slowest_kernels": slowest}
 
 
+def child_glow_opencl(path: str) -> dict:
+    t0 = time.perf_counter()
+    import glow
+    from glow.inputs import make_inputs
+    from glow.plugins import registry
+
+    t1 = time.perf_counter()
+    registry().get("opencl")  # discovers every backend (and imports onnx): once per process
+    t2 = time.perf_counter()
+    exe = glow.compile(path, backend="opencl")
+    t3 = time.perf_counter()
+    feeds = make_inputs(exe.graph, seed=0)  # drawn before the timer starts
+    t4 = time.perf_counter()
+    exe.run(feeds)
+    t5 = time.perf_counter()
+    return {"compile_s": (t3 - t2) + (t5 - t4), "seconds": {"compile": t3 - t2, "first_run": t5 - t4},
+            "import_s": t1 - t0, "backends_s": t2 - t1}
+
+
 def child_glow_exe(path: str, native: str | None) -> dict:
     import glow
     from glow.plugins import registry
@@ -118,6 +142,8 @@ def child(kind: str, path: str, native: str | None) -> int:
         row = child_glow(path, native)
     elif kind == "glow-exe":
         row = child_glow_exe(path, native)
+    elif kind == "glow-opencl":
+        row = child_glow_opencl(path)
     elif kind == "onnxruntime":
         row = child_onnxruntime(path)
     else:
@@ -154,7 +180,7 @@ def run_child(kind: str, path: str, cache: str, native: str | None, timeout: flo
     cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, path]
     if native:
         cmd += ["--native", native]
-    env = {**os.environ, "GLOW_CACHE_DIR": cache}
+    env = {**os.environ, "GLOW_CACHE_DIR": cache, "POCL_CACHE_DIR": os.path.join(cache, "pocl")}
     t = time.perf_counter()
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -167,7 +193,7 @@ def run_child(kind: str, path: str, cache: str, native: str | None, timeout: flo
     return {**json.loads(lines[-1]), "process_s": time.perf_counter() - t}
 
 
-def measure(spec: str, native: str | None, timeout: float) -> dict:
+def measure(spec: str, native: str | None, timeout: float, backend: str = "cpu") -> dict:
     with tempfile.TemporaryDirectory(prefix="glow-compile-time-") as work:
         try:
             name, path = model_file(spec, work)
@@ -176,12 +202,17 @@ def measure(spec: str, native: str | None, timeout: float) -> dict:
         cache = os.path.join(work, "cache")
         os.mkdir(cache)  # empty: the cold compile; the same folder, now full: the cached one
         row = {"model": name}
-        row["glow_cold"] = run_child("glow", path, cache, native, timeout)
-        row["glow_cached"] = run_child("glow", path, cache, native, timeout)
-        run_child("glow-exe", path, cache, native, timeout)  # saves the executable
-        row["glow_exe_cache"] = run_child("glow-exe", path, cache, native, timeout)
-        if "loaded" in row["glow_exe_cache"] and not row["glow_exe_cache"]["loaded"]:
-            row["glow_exe_cache"] = {"error": "not found in the executable cache"}
+        if backend == "opencl":
+            row["glow_cold"] = run_child("glow-opencl", path, cache, None, timeout)
+            row["glow_cached"] = run_child("glow-opencl", path, cache, None, timeout)
+            row["glow_exe_cache"] = {"na": "no executable cache for opencl"}
+        else:
+            row["glow_cold"] = run_child("glow", path, cache, native, timeout)
+            row["glow_cached"] = run_child("glow", path, cache, native, timeout)
+            run_child("glow-exe", path, cache, native, timeout)  # saves the executable
+            row["glow_exe_cache"] = run_child("glow-exe", path, cache, native, timeout)
+            if "loaded" in row["glow_exe_cache"] and not row["glow_exe_cache"]["loaded"]:
+                row["glow_exe_cache"] = {"error": "not found in the executable cache"}
         row["onnxruntime"] = run_child("onnxruntime", path, cache, None, timeout)
         row["openvino"] = run_child("openvino", path, cache, None, timeout)
     return row
@@ -195,13 +226,19 @@ def _cell(r: dict, value=lambda r: r["compile_s"]) -> str:
     return f"{value(r):.2f}"
 
 
-def table(rows: list[dict]) -> list[str]:
-    head = ["model", "glow cold s", "of which LLVM s", "glow cached s", "glow executable cache s",
+def table(rows: list[dict], backend: str = "cpu") -> list[str]:
+    """Markdown rows; with `backend` "opencl" glow's columns are compile plus first run, and its
+    part in the first run (the kernels PoCL had not built by the end of the compile)."""
+    if backend == "opencl":
+        glow_cols, part = ["glow opencl cold: compile + first run s", "of which first run s"], "first_run"
+    else:
+        glow_cols, part = ["glow cold s", "of which LLVM s"], "llvm"
+    head = ["model", *glow_cols, "glow cached s", "glow executable cache s",
             "onnxruntime session s", "OpenVINO compile s", "glow import + backends s (not counted)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cold = r["glow_cold"]
-        cells = [r["model"], _cell(cold), _cell(cold, lambda c: c["seconds"].get("llvm", 0.0)),
+        cells = [r["model"], _cell(cold), _cell(cold, lambda c: c["seconds"].get(part, 0.0)),
                  _cell(r["glow_cached"]), _cell(r["glow_exe_cache"]), _cell(r["onnxruntime"]), _cell(r["openvino"]),
                  _cell(cold, lambda c: c["import_s"] + c["backends_s"])]
         lines.append("| " + " | ".join(cells) + " |")
@@ -221,22 +258,25 @@ def main(argv=None) -> dict:
     ap.add_argument("--models", nargs="*", default=MODELS, help="names (see above) or .onnx paths")
     ap.add_argument("--native", choices=["floor", "all"], default=None, help="glow.compile(native=...)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds each process may take")
-    ap.add_argument("--no-write", action="store_true", help="print only; leave results-compile.json")
+    ap.add_argument("--backend", choices=["cpu", "opencl"], default="cpu", help="glow's backend (default cpu)")
+    ap.add_argument("--no-write", action="store_true", help="print only; leave the results file")
     args = ap.parse_args(argv)
-    env = {**host(), "native": args.native, "loadavg_start": [round(x, 1) for x in os.getloadavg()]}
+    env = {**host(), "backend": args.backend, "native": args.native,
+           "loadavg_start": [round(x, 1) for x in os.getloadavg()]}
     print(f"# compile times on {env['cpu_model']} (LLVM {env['cpu']}, level {env['isa']}), "
-          f"{env['cores']} cores", flush=True)
+          f"{env['cores']} cores, backend {args.backend}", flush=True)
     rows = []
     for spec in args.models:
-        rows.append(measure(spec, args.native, args.timeout))
-        print(table(rows)[-1], flush=True)
+        rows.append(measure(spec, args.native, args.timeout, args.backend))
+        print(table(rows, args.backend)[-1], flush=True)
     env["loadavg_end"] = [round(x, 1) for x in os.getloadavg()]
     for r in RUNTIMES[3:]:
         env[r] = next((row[r]["version"] for row in rows if "version" in row[r]), None)
     data = {"env": env, "rows": rows}
-    print("\n" + "\n".join(table(rows)))
-    if not args.no_write:
-        with open(os.path.join(HERE, "results-compile.json"), "w") as f:
+    print("\n" + "\n".join(table(rows, args.backend)))
+    if not args.no_write:  # opencl's figures apart: run_all.py renders the cpu file's table
+        out = "results-compile.json" if args.backend == "cpu" else f"results-compile-{args.backend}.json"
+        with open(os.path.join(HERE, out), "w") as f:
             json.dump(data, f, indent=1)
     return data
 
@@ -244,7 +284,7 @@ def main(argv=None) -> dict:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
         ap = argparse.ArgumentParser()
-        ap.add_argument("--child", choices=["glow", "glow-exe", "onnxruntime", "openvino"])
+        ap.add_argument("--child", choices=["glow", "glow-exe", "glow-opencl", "onnxruntime", "openvino"])
         ap.add_argument("path")
         ap.add_argument("--native", default=None)
         a = ap.parse_args()

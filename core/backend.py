@@ -277,7 +277,7 @@ class Backend:
 
     The whole contract glow relies on is declared here (nothing else is looked up by name):
     `name`, `api_version`, `priority`, `description`; `check_available`, `devices`, `supports`,
-    `defers`, `native_ops`, `fusions`, `transform_graph`, `compile`; for multi-device runs
+    `defers`, `native_ops`, `fusions`, `transform_graph`, `warm_up`, `compile`; for multi-device runs
     `to_device` / `to_host` (with `Executable.run_device`); for saved executables `load_saved`
     (with `Executable._saved_state`); for ahead-of-time bundles `bundle`."""
 
@@ -327,6 +327,12 @@ class Backend:
         """Backend graph transforms after lowering (layout changes, backend-private ops); the
         result is cleaned up and lowered again, so it may use any op with a lowering rule."""
         return graph
+
+    def warm_up(self, device: Device | None) -> None:
+        """Called as a compile for `device` (None: the first) starts, before the graph passes:
+        start any slow one-time set-up, such as a device compiler's own start-up, in the
+        background so it overlaps them. Must return at once and never raise; the default does
+        nothing."""
 
     def compile(self, graph: Graph, options: CompileOptions) -> Executable:  # pragma: no cover
         raise BackendError(f"backend '{self.name}' does not implement compile()")

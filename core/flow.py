@@ -73,6 +73,7 @@ def compile_for_backend(graph: Graph, be, options: CompileOptions, *, optimize: 
     """The single-device flow: optimise, lower, transform, fuse, compile. `optimize=False` only
     lowers (no optimiser, no backend transforms or fusions). `phase(name)` is called as each of
     "optimise", "lower", "compile" starts."""
+    be.warm_up(options.device)  # e.g. a device compiler starting up while the passes run
     if optimize:
         from .passes import optimize_graph
 

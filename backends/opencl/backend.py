@@ -75,6 +75,13 @@ class OpenCLBackend(CStyleBackend):
         except (ValueError, IndexError):
             raise BackendError(f"no OpenCL device '{device.name}' (have {len(devs)})") from None
 
+    def warm_up(self, device: Device | None) -> None:
+        try:
+            dev = self._cl_devices()[0] if device is None else self._cl_device(device)
+        except BackendError:  # said by compile, with the reason
+            return
+        dev.warm_up()
+
     def device_params(self, device: Device):
         return self._cl_device(device).params()
 

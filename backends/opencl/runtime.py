@@ -35,6 +35,7 @@ class ClDevice:
         self.programs: dict[str, object] = {}
         self.lock = threading.Lock()
         self._profiling_queue = None
+        self._warm = None  # the compiler's start-up under way (warm_up), once per process
 
     def profiling_queue(self):
         """A second in-order queue with event timestamps, made on first use and used only by
@@ -62,6 +63,24 @@ class ClDevice:
                             max_local=d.max_work_group_size, local_mem=d.local_mem_size, simd=simd,
                             flat_local=min(256, d.max_work_group_size))
 
+    def warm_up(self) -> None:
+        """Start the device compiler once per process in the background: PoCL's first build
+        loads its kernel library and LLVM (0.7 s), which then overlaps glow's graph passes.
+        Best effort: a failure here shows up, with its reason, in the real build."""
+        with self.lock:
+            if self._warm is not None:
+                return
+            self._warm = in_background(self._warm_compiler)
+
+    def _warm_compiler(self):
+        cl = self.cl
+        _quiet_compiler_output(cl)
+        prg = cl.Program(self.context, "kernel void glow_warm(global float* a) { a[0] += 1.0f; }").build()
+        buf = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, 64)
+        queue = cl.CommandQueue(self.context)
+        prg.glow_warm(queue, (1,), (1,), buf)
+        queue.finish()
+
     def build(self, source: str):
         """The built program for `source` (cached per device for the life of the process)."""
         key = hashlib.sha1(source.encode()).hexdigest()
@@ -81,12 +100,15 @@ class ClExecutable(Executable):
         self.dev, self.compiled = dev, compiled
         layout = compiled.layout
         t = time.perf_counter()
-        prg = dev.build(compiled.program.source) if compiled.program.launches else None
-        self.build_seconds = time.perf_counter() - t
+        # The device compiler builds the program while the weights are laid out and uploaded
+        # (both release the GIL).
+        building = in_background(lambda: dev.build(compiled.program.source) if compiled.program.launches else None)
         self.mem = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, layout.total)
         blob = layout.weight_blob()
         if blob.nbytes:
             cl.enqueue_copy(dev.queue, self.mem, blob, dst_offset=0, is_blocking=True)
+        prg = building()
+        self.build_seconds = time.perf_counter() - t
         self.launches = []
         self.launch_instrs = [k.instr for k in compiled.program.launches]  # for profiles
         for k in compiled.program.launches:
@@ -96,6 +118,29 @@ class ClExecutable(Executable):
         self.index_record = IndexRecord(compiled.program, layout)  # bad indices kernels met
         self._lock = threading.Lock()
         self._profiled = False
+        # PoCL compiles each kernel at its first launch: start that now, in the background, so
+        # the first run waits only for what is not done by then.
+        self._kernels_ready = in_background(lambda: self._warm_kernels(prg)) if prg is not None and dev.is_cpu else None
+
+    def _warm_kernels(self, prg):
+        """Launch each distinct kernel once, one work-group, on the executable's own memory with
+        everything but the weights zeroed: PoCL builds it for that work-group size, which the
+        real launches share. Zeroed operands are safe for every kernel (index 0 is in range,
+        integer division by zero gives 0); the bad-index record is cleared after. Best effort:
+        a failure shows up in the real run, which waits for this first."""
+        cl, dev, layout = self.dev.cl, self.dev, self.compiled.layout
+        queue = cl.CommandQueue(dev.context)
+        start = max((off + a.nbytes for off, a in layout.weights), default=0)
+        if layout.total > start:
+            cl.enqueue_fill_buffer(queue, self.mem, np.uint8(0), start, layout.total - start)
+        for k in self.compiled.program.kernels.values():
+            kern = cl.Kernel(prg, k.name)
+            kern.set_args(self.mem, *launch_args(k, layout))
+            local = k.launch[1]
+            cl.enqueue_nd_range_kernel(queue, kern, local or (1,) * len(k.global_size), local)
+        if self.index_record.offset is not None:
+            cl.enqueue_copy(queue, self.mem, np.zeros(4, np.int64), dst_offset=self.index_record.offset)
+        queue.finish()
 
     def _run(self, feeds):
         return self._enqueue(feeds, self.dev.queue)[0]
@@ -120,6 +165,12 @@ class ClExecutable(Executable):
         cl, layout = self.dev.cl, self.compiled.layout
         events = []
         with self._lock:
+            if self._kernels_ready is not None:
+                try:
+                    self._kernels_ready()
+                except Exception:  # noqa: BLE001 - warming is best effort; this run says what fails
+                    pass
+                self._kernels_ready = None
             keep = []
             for name, off, _ in layout.inputs:
                 if off is None:
@@ -150,6 +201,29 @@ class ClExecutable(Executable):
                 cl.enqueue_copy(q, self.mem, np.zeros(4, np.int64), dst_offset=at, is_blocking=True)
                 raise err
         return outs, events
+
+
+def in_background(fn):
+    """Start `fn()` on a thread; returns a call that waits for it and returns its result (or
+    raises its exception). Not a daemon: the interpreter waits for it at exit rather than
+    unloading the OpenCL driver under a compile in progress."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the waiter
+            box["error"] = e
+
+    th = threading.Thread(target=target, name="glow-opencl")
+    th.start()
+
+    def wait():
+        th.join()
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+    return wait
 
 
 def _quiet_compiler_output(cl):

@@ -26,4 +26,6 @@ def compile_for_device(graph: Graph, target: Target, *, threads: int | None = No
 
 def compile_partitions(parts: list[Partition], *, threads: int | None = None,
                        optimize: bool = True) -> list[Executable]:
+    for p in parts:  # every device's one-time set-up overlaps the partitions compiled before it
+        p.target.backend.warm_up(p.target.device)
     return [compile_for_device(p.graph, p.target, threads=threads, optimize=optimize) for p in parts]

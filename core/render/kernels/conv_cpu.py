@@ -170,13 +170,14 @@ def packed_cb(weights: np.ndarray, cb: int) -> np.ndarray:
     """(cout, cg, kh, kw) -> (cout / cb, cg, kh, kw, cb): a block's cb output channels per tap
     side by side (render_conv_cpu's layout; `wb + co * cg * kh * kw` still finds a block)."""
     co, cg, kh, kw = weights.shape
-    return weights.reshape(co // cb, cb, cg, kh, kw).transpose(0, 2, 3, 4, 1).astype(np.float32)
+    return np.ascontiguousarray(weights.reshape(co // cb, cb, cg, kh, kw).transpose(0, 2, 3, 4, 1), np.float32)
 
 
 def packed_co16(weights: np.ndarray) -> np.ndarray:
     """(cout, cg, kh, kw) -> (cout / 16, cg, kh, kw, 16): 16 output channels' taps side by side."""
     co, cg, kh, kw = weights.shape
-    return weights.reshape(co // VEC, VEC, cg, kh, kw).transpose(0, 2, 3, 4, 1).astype(np.float32)
+    # One copy, C order (astype would keep the transposed order, and KernelWriter.weight copy it again).
+    return np.ascontiguousarray(weights.reshape(co // VEC, VEC, cg, kh, kw).transpose(0, 2, 3, 4, 1), np.float32)
 
 
 def render_conv_cpu_co(w, instr, params, g):
