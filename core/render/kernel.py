@@ -167,7 +167,9 @@ class KernelWriter:
         check_size(n)
         self.global_size, self.local_size = (n,), (min(local, max(n, 1)),)
         self.line(f"const int {name} = {self.r.global_id(0)};")
-        self.line(f"if ({name} >= {n}) return;")
+        # The count is an argument: kernels that differ only in it (a fused BatchNorm + ReLU
+        # over other channel counts) share one text and one build.
+        self.line(f"if ({name} >= {self.param('NUMEL', n)}) return;")
         return name
 
     def grid(self, global_size: tuple, local_size: tuple | None) -> None:

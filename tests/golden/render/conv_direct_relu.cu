@@ -1,9 +1,9 @@
-extern "C" __global__ void __launch_bounds__(256) conv_ep_e6f44cfb55(unsigned char* mem, const unsigned long long o0, const unsigned long long o1, const unsigned long long o2) {
+extern "C" __global__ void __launch_bounds__(256) conv_ep_11e430eb92(unsigned char* mem, const unsigned long long o0, const unsigned long long o1, const unsigned long long o2, const int NUMEL) {
   float* p0 = (float*)(mem + o0);
   const float* p1 = (const float*)(mem + o1);
   const float* p2 = (const float*)(mem + o2);
   const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i >= 2048) return;
+  if (i >= NUMEL) return;
   const int c1 = i / 256;
   const int c2 = (i / 16) % 16;
   const int c3 = (i) % 16;

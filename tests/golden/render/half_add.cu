@@ -22,12 +22,12 @@ __device__ __forceinline__ unsigned short glow_f2h(float f) {
   r += 0xfffu + ((r >> 13) & 1u);
   return (unsigned short)(s | (r >> 13));
 }
-extern "C" __global__ void __launch_bounds__(12) add_90ac334027(unsigned char* mem, const unsigned long long o0, const unsigned long long o1, const unsigned long long o2) {
+extern "C" __global__ void __launch_bounds__(12) add_d504725cb9(unsigned char* mem, const unsigned long long o0, const unsigned long long o1, const unsigned long long o2, const int NUMEL) {
   unsigned short* p0 = (unsigned short*)(mem + o0);
   const unsigned short* p1 = (const unsigned short*)(mem + o1);
   const unsigned short* p2 = (const unsigned short*)(mem + o2);
   const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i >= 12) return;
+  if (i >= NUMEL) return;
   const float a0 = glow_h2f(p1[i]);
   const float a1 = glow_h2f(p2[(i % 3)]);
   const float t0 = glow_h2f(glow_f2h(a0 + a1));
