@@ -232,3 +232,20 @@ def test_a_bad_tiered_setting_is_a_one_line_error(monkeypatch):
     monkeypatch.setenv("GLOW_TIERED", "yes")
     with pytest.raises(glow.GlowError, match="GLOW_TIERED"):
         glow.compile(encoder(layers=1, hidden=16, heads=2, ffn=32, vocab=50, dynamic=True), backend="cpu")
+
+
+def test_a_new_batch_size_compiles_only_the_entry(monkeypatch, tmp_path):
+    """Softmax, LayerNorm, Gather, MatMul and the elementwise kernels read their row counts at
+    run time: a transformer's new batch size finds every kernel object compiled before and
+    compiles only the entry, which holds the memory plan's offsets."""
+    monkeypatch.setenv("GLOW_CACHE_DIR", str(tmp_path))  # an empty object cache
+    model = encoder(layers=1, hidden=32, heads=2, ffn=64, vocab=100, dynamic=True)
+    exe, ref = glow.compile(model, backend="cpu"), glow.compile(model, backend="reference")
+    rng = np.random.default_rng(5)
+    for batch in (2, 5):
+        feeds = token_feeds(model, batch, 16, rng, vocab=100)
+        (got,), (want,) = exe.run(feeds).values(), ref.run(feeds).values()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        if batch == 2:
+            assert exe.stats["objects_compiled"] > 1, exe.stats
+    assert exe.stats["objects_compiled"] == 1, exe.stats  # the entry

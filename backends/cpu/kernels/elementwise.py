@@ -23,7 +23,7 @@ from .lanes import Lanes, dtype_of_value, lanes_loop, storage_dtype
 #: Loops with at least this many elements split across the threads.
 PARALLEL_MIN = 1 << 15
 
-#: An innermost loop shorter than this, or one that strides (no vector access), keeps its size
+#: An innermost loop of a nest shorter than this, or one that strides (no vector access), keeps its size
 #: and strides as constants, as before: LLVM unrolls a short loop whole, and such loops
 #: (ShuffleNet's channel shuffles, short rows) gain little from sharing code.
 INNER_SHARED = 64
@@ -104,8 +104,13 @@ def emit_strided(cg, name: str, shape, accesses: list, body, *, single: bool | N
     kb = cg.function(name, [PTR] * (len(present) + 1) + [I64, I64])
     ptrs, geo, (tid, nth) = kb.args[:len(present)], kb.args[len(present)], kb.args[len(present) + 1:]
     b = kb.b
-    inner_fixed = sizes[-1] < INNER_SHARED or any(st[-1] not in (0, 1) for st in strides)
-    size_of = [kb.i64(sizes[d]) if d == depth - 1 and inner_fixed else kb.load(geo, d, I64, align=8)
+    # A whole op collapsed to one contiguous loop reads its size even when short: its size is
+    # what a new batch changes (a [batch, seq] mask's cast), and a lone vector loop loses nothing.
+    # A long strided innermost loop keeps its strides but reads its size (a transformer's K
+    # transposed over every sequence length).
+    short_inner = depth > 1 and sizes[-1] < INNER_SHARED
+    inner_fixed = short_inner or any(st[-1] not in (0, 1) for st in strides)
+    size_of = [kb.i64(sizes[d]) if d == depth - 1 and short_inner else kb.load(geo, d, I64, align=8)
                for d in range(depth)]
     stride_of = [[kb.i64(st[d]) if d == depth - 1 and (inner_fixed or st[d] in (0, 1)) else
                   kb.load(geo, depth * (1 + k) + d, I64, align=8) for d in range(depth)]

@@ -60,15 +60,17 @@ def emit_gather(cg, instr):
     B = int(np.prod(shape[axis + 1:], dtype=np.int64))
     n_idx = int(np.prod(idx.type.shape, dtype=np.int64))
     mover = storage_dtype(data.type.dtype)
-    kb = cg.function("Gather", [PTR, PTR, PTR, I64, I64, I64])
-    x, ind, y, site, tid, nth = kb.args
+    # The index count (and so the rows) is an argument: token ids of another batch or sequence
+    # length use the same function. The table's axis and row length stay constants.
+    kb = cg.function("Gather", [PTR, PTR, PTR, I64, I64, I64, I64, I64])
+    x, ind, y, site, rows_arg, n_idx_arg, tid, nth = kb.args
     b = kb.b
     S = Lanes(kb, 1)
     rows = A * n_idx
-    lo = b.sdiv(b.mul(kb.i64(rows), tid), nth)
-    hi = b.sdiv(b.mul(kb.i64(rows), b.add(tid, kb.i64(1))), nth)
+    lo = b.sdiv(b.mul(rows_arg, tid), nth)
+    hi = b.sdiv(b.mul(rows_arg, b.add(tid, kb.i64(1))), nth)
     with kb.loop(lo, hi, name="row") as row:
-        a, i = b.sdiv(row, kb.i64(n_idx)), b.srem(row, kb.i64(n_idx))
+        a, i = b.sdiv(row, n_idx_arg), b.srem(row, n_idx_arg)
         k = S.load(ind, i, idx.type.dtype, False)
         k = b.sext(k, I64) if k.type != I64 else k
         raw = k
@@ -85,7 +87,7 @@ def emit_gather(cg, instr):
                 record_bad_index(kb, site, WRAPS, raw, D)
                 lanes_loop(kb, 0, B, lambda L, j: L.store(L.const(mover, 0), y, b.add(dst, j), mover), n)
     kb.finish()
-    args = [cg.ptr(data), cg.ptr(idx), cg.ptr(out), kb.i64(site_id(instr.name))]
+    args = [cg.ptr(data), cg.ptr(idx), cg.ptr(out), kb.i64(site_id(instr.name)), kb.i64(rows), kb.i64(n_idx)]
     call_split(cg, kb.fn, args, rows * B < PARALLEL_MIN)
 
 

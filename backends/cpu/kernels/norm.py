@@ -48,7 +48,7 @@ def emit_layer_norm(cg, instr):
     eps = float(instr.attrs.get("epsilon", 1e-5))
     zero = ir.Constant(vec(), [0.0] * VEC)
 
-    def row(kb, ptrs, base):
+    def row(kb, ptrs, base, length):
         src, dst, sc = ptrs[:3]
         bp = ptrs[3] if bias is not None else None
         b = kb.b
@@ -62,11 +62,12 @@ def emit_layer_norm(cg, instr):
                     v = b.select(mask, v, zero)
                 b.store(b.fadd(b.load(acc), v), acc)
 
-            row_vectors(kb, L, step)
+            row_vectors(kb, length, step)
             return hreduce(kb, b.load(acc), b.fadd)
 
-        mean = kb.splat(b.fmul(summed(lambda v: v), kb.f32(1.0 / L)))
-        var = b.fmul(summed(lambda v: b.fmul(b.fsub(v, mean), b.fsub(v, mean))), kb.f32(1.0 / L))
+        inv_n = b.fdiv(kb.f32(1.0), b.uitofp(length, F32))  # the length is an argument
+        mean = kb.splat(b.fmul(summed(lambda v: v), inv_n))
+        var = b.fmul(summed(lambda v: b.fmul(b.fsub(v, mean), b.fsub(v, mean))), inv_n)
         sqrt = kb.intrinsic("llvm.sqrt.f32", F32, [F32])
         inv = kb.splat(b.fdiv(kb.f32(1.0), b.call(sqrt, [b.fadd(var, kb.f32(eps))])))
 
@@ -77,11 +78,11 @@ def emit_layer_norm(cg, instr):
                 v = b.fadd(v, load_vec(kb, kb.ptr(bp, off), mask))
             store_vec(kb, v, kb.ptr(dst, b.add(base, off)), mask)
 
-        row_vectors(kb, L, out)
+        row_vectors(kb, length, out)
 
     ptrs = [cg.ptr(x), cg.ptr(y), cg.ptr(scale)] + ([cg.ptr(bias)] if bias is not None else [])
-    fn = row_kernel(cg, "LayerNorm", rows, L, len(ptrs), row)
-    call_rows(cg, fn, ptrs, x.type.numel)
+    fn = row_kernel(cg, "LayerNorm", len(ptrs), row)
+    call_rows(cg, fn, ptrs, rows, L)
 
 
 __all__ = ["emit_layer_norm"]

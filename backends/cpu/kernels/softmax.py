@@ -4,7 +4,8 @@
 
 exp and log are vmath's polynomials, so a row never leaves zmm registers for a libm call. Rows are
 split across the threads. Other axes are lowered by the core (Transpose around the op, or the
-floor's reductions).
+floor's reductions). The row count and length are arguments, not constants: one function serves
+every shape (a new sequence length of a transformer compiles no new Softmax or LayerNorm).
 """
 
 from __future__ import annotations
@@ -20,15 +21,17 @@ from .gemm_emit import load_vec, masked_store, split_range
 PARALLEL_ELEMENTS = 1 << 14
 
 
-def row_vectors(kb: KernelBuilder, length: int, body):
-    """body(offset in the row, mask or None) for every vector of a row of `length` floats."""
-    full = length // VEC
-    if full:
-        with kb.loop(0, full, name="v") as v:
-            body(kb.b.mul(v, kb.i64(VEC)), None)
-    if length % VEC:
-        mask = ir.Constant(ir.VectorType(ir.IntType(1), VEC), [1 if i < length % VEC else 0 for i in range(VEC)])
-        body(kb.i64(full * VEC), mask)
+def row_vectors(kb: KernelBuilder, length, body):
+    """body(offset in the row, mask or None) for every vector of a row of `length` (an i64
+    value) floats: whole vectors, then the tail under a mask of its lanes."""
+    b = kb.b
+    full = b.udiv(length, kb.i64(VEC))
+    with kb.loop(0, full, name="v") as v:
+        body(b.mul(v, kb.i64(VEC)), None)
+    rem = b.trunc(b.urem(length, kb.i64(VEC)), ir.IntType(32))
+    with kb.if_then(b.icmp_unsigned("!=", rem, ir.Constant(ir.IntType(32), 0))):
+        lanes = ir.Constant(ir.VectorType(ir.IntType(32), VEC), list(range(VEC)))
+        body(b.mul(full, kb.i64(VEC)), b.icmp_unsigned("<", lanes, kb.splat(rem)))
 
 
 def hreduce(kb: KernelBuilder, v, combine):
@@ -56,23 +59,25 @@ def store_vec(kb, value, ptr, mask):
         masked_store(kb, value, ptr, mask)
 
 
-def row_kernel(cg, name: str, rows: int, length: int, nptr: int, body):
-    """A kernel over `rows` rows of `length`: body(kb, ptrs, row_offset) emits one row."""
-    kb = cg.function(name, [PTR] * nptr + [I64, I64])
+def row_kernel(cg, name: str, nptr: int, body):
+    """A kernel `(ptrs..., i64 rows, i64 length, i64 tid, i64 nth)` over rows of a run-time
+    length: body(kb, ptrs, row_offset, length) emits one row."""
+    kb = cg.function(name, [PTR] * nptr + [I64] * 4)
     kb.fn.attributes.add("noinline")  # one call each: inlining only slows LLVM down
-    ptrs, (tid, nth) = kb.args[:nptr], kb.args[nptr:]
+    ptrs, (rows, length, tid, nth) = kb.args[:nptr], kb.args[nptr:]
     lo, hi = split_range(kb, rows, tid, nth)
     with kb.loop(lo, hi, name="row") as r:
-        body(kb, ptrs, kb.b.mul(r, kb.i64(length)))
+        body(kb, ptrs, kb.b.mul(r, length), length)
     kb.finish()
     return kb.fn
 
 
-def call_rows(cg, fn, ptrs, numel: int):
-    if numel < PARALLEL_ELEMENTS:
-        cg.call(fn, ptrs + [cg.entry.i64(0), cg.entry.i64(1)], single=True)
+def call_rows(cg, fn, ptrs, rows: int, length: int):
+    sizes = [cg.entry.i64(rows), cg.entry.i64(length)]
+    if rows * length < PARALLEL_ELEMENTS:
+        cg.call(fn, ptrs + sizes + [cg.entry.i64(0), cg.entry.i64(1)], single=True)
     else:
-        cg.call(fn, ptrs + [cg.tid, cg.nth])
+        cg.call(fn, ptrs + sizes + [cg.tid, cg.nth])
 
 
 def _last_axis_f32(node) -> bool:
@@ -90,7 +95,7 @@ def _emit(cg, instr, log: bool):
     rows = x.type.numel // L
     neg_inf = ir.Constant(vec(), [-float("inf")] * VEC)
 
-    def row(kb, ptrs, base):
+    def row(kb, ptrs, base, length):
         src, dst = ptrs
         b = kb.b
         m = kb.var(vec(), neg_inf)
@@ -101,7 +106,7 @@ def _emit(cg, instr, log: bool):
                 v = b.select(mask, v, neg_inf)
             b.store(vmaximum(kb, b.load(m), v), m)
 
-        row_vectors(kb, L, find_max)
+        row_vectors(kb, length, find_max)
         mx = kb.splat(hreduce(kb, b.load(m), lambda p, q: vmaximum(kb, p, q)))
         s = kb.var(vec(), ir.Constant(vec(), [0.0] * VEC))
 
@@ -114,7 +119,7 @@ def _emit(cg, instr, log: bool):
             b.store(b.fadd(b.load(s), e), s)
             store_vec(kb, shifted if log else e, kb.ptr(dst, b.add(base, off)), mask)
 
-        row_vectors(kb, L, exp_sum)
+        row_vectors(kb, length, exp_sum)
         total = hreduce(kb, b.load(s), b.fadd)
         if log:
             k = kb.splat(vmath.emit_unary(kb, "Log", total))
@@ -126,10 +131,10 @@ def _emit(cg, instr, log: bool):
             v = load_vec(kb, p, mask)
             store_vec(kb, b.fsub(v, k) if log else b.fdiv(v, k), p, mask)
 
-        row_vectors(kb, L, finish)
+        row_vectors(kb, length, finish)
 
-    fn = row_kernel(cg, instr.op.name, rows, L, 2, row)
-    call_rows(cg, fn, [cg.ptr(x), cg.ptr(y)], x.type.numel)
+    fn = row_kernel(cg, instr.op.name, 2, row)
+    call_rows(cg, fn, [cg.ptr(x), cg.ptr(y)], rows, L)
 
 
 @cpu_kernel("Softmax", supports=_last_axis_f32)
