@@ -1,3 +1,3 @@
 """Kernel templates, one module per family; importing this package registers their rules."""
 
-from . import conv, elementwise, matmul, movement, pool, reduce, unpool  # noqa: F401
+from . import conv, elementwise, matmul, movement, pool, reduce, softmax, unpool  # noqa: F401
