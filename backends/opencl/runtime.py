@@ -16,6 +16,7 @@ import os
 import threading
 import time
 import warnings
+from concurrent.futures import Future
 
 import numpy as np
 from glow import Executable
@@ -107,7 +108,7 @@ class ClExecutable(Executable):
         blob = layout.weight_blob()
         if blob.nbytes:
             cl.enqueue_copy(dev.queue, self.mem, blob, dst_offset=0, is_blocking=True)
-        prg = building()
+        prg = building.result()
         self.build_seconds = time.perf_counter() - t
         self.launches = []
         self.launch_instrs = [k.instr for k in compiled.program.launches]  # for profiles
@@ -130,7 +131,7 @@ class ClExecutable(Executable):
         a failure shows up in the real run, which waits for this first."""
         cl, dev, layout = self.dev.cl, self.dev, self.compiled.layout
         queue = cl.CommandQueue(dev.context)
-        start = max((off + a.nbytes for off, a in layout.weights), default=0)
+        start = layout.weights_end
         if layout.total > start:
             cl.enqueue_fill_buffer(queue, self.mem, np.uint8(0), start, layout.total - start)
         for k in self.compiled.program.kernels.values():
@@ -167,7 +168,7 @@ class ClExecutable(Executable):
         with self._lock:
             if self._kernels_ready is not None:
                 try:
-                    self._kernels_ready()
+                    self._kernels_ready.result()
                 except Exception:  # noqa: BLE001 - warming is best effort; this run says what fails
                     pass
                 self._kernels_ready = None
@@ -203,27 +204,20 @@ class ClExecutable(Executable):
         return outs, events
 
 
-def in_background(fn):
-    """Start `fn()` on a thread; returns a call that waits for it and returns its result (or
-    raises its exception). Not a daemon: the interpreter waits for it at exit rather than
-    unloading the OpenCL driver under a compile in progress."""
-    box = {}
+def in_background(fn) -> Future:
+    """`fn()` started on a thread of its own, as a Future. Not a daemon: the interpreter waits
+    for it at exit rather than unloading the OpenCL driver under a compile in progress."""
+    fut = Future()
+    fut.set_running_or_notify_cancel()
 
     def target():
         try:
-            box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the waiter
-            box["error"] = e
+            fut.set_result(fn())
+        except BaseException as e:  # noqa: BLE001 - handed to whoever waits
+            fut.set_exception(e)
 
-    th = threading.Thread(target=target, name="glow-opencl")
-    th.start()
-
-    def wait():
-        th.join()
-        if "error" in box:
-            raise box["error"]
-        return box.get("value")
-    return wait
+    threading.Thread(target=target, name="glow-opencl").start()
+    return fut
 
 
 def _quiet_compiler_output(cl):

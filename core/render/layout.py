@@ -28,10 +28,14 @@ class DeviceLayout:
         # Empty buffers have no bytes (and no place): kernels never dereference them.
         return self.offsets.get(id(operand.root), 0) + operand.offset
 
+    @property
+    def weights_end(self) -> int:
+        """Bytes from the start to the end of the last weight (what the upload writes)."""
+        return max((off + a.nbytes for off, a in self.weights), default=0)
+
     def weight_blob(self) -> np.ndarray:
         """All weights as one host array, laid out as on the device (one upload)."""
-        end = max((off + a.nbytes for off, a in self.weights), default=0)
-        blob = np.zeros(end, np.uint8)
+        blob = np.zeros(self.weights_end, np.uint8)
         for off, a in self.weights:
             blob[off:off + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
         return blob
