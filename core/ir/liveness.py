@@ -17,12 +17,36 @@ class Uses:
         self.reads: dict[int, list] = {}
         self.writes: dict[int, list] = {}
         for p, i in enumerate(fn.instrs):
-            if i.kind in ("alloc", "dealloc"):
-                continue
-            for o in i.writes():
-                self.writes.setdefault(id(o.root), []).append((p, o))
-            for o in i.reads():
-                self.reads.setdefault(id(o.root), []).append((p, o))
+            if i.kind not in ("alloc", "dealloc"):
+                self.record(p, i)
+
+    def forget(self, p: int, instr) -> None:
+        """Drop instruction `p`'s touches (it is being removed or rewritten)."""
+        for table, ops in ((self.writes, instr.writes()), (self.reads, instr.reads())):
+            for key in {id(o.root) for o in ops}:
+                kept = [e for e in table[key] if e[0] != p]
+                if kept:
+                    table[key] = kept
+                else:
+                    del table[key]
+
+    def record(self, p: int, instr) -> None:
+        """Add instruction `p`'s touches (positions are not kept in order: every query sorts)."""
+        for o in instr.writes():
+            self.writes.setdefault(id(o.root), []).append((p, o))
+        for o in instr.reads():
+            self.reads.setdefault(id(o.root), []).append((p, o))
+
+    def retarget(self, p: int, instr, old: Buffer, make):
+        """Instruction `p` with every operand rooted at `old` replaced by `make(operand)`, the
+        table updated to match (`substitute`, for one instruction, in place)."""
+        def sub(o):
+            return o if o is None or o.root is not old else make(o)
+
+        new = instr.replace(outputs=tuple(sub(o) for o in instr.outputs), inputs=tuple(sub(o) for o in instr.inputs))
+        self.forget(p, instr)
+        self.record(p, new)
+        return new
 
     def positions(self, root: Buffer) -> list[int]:
         return sorted({p for p, _ in self.reads.get(id(root), []) + self.writes.get(id(root), [])})

@@ -22,7 +22,8 @@ from .liveness import Uses, rebase, substitute
 
 
 # -- copy elimination ------------------------------------------------------------------------------
-def _try_backward(fn: IRFunction, uses: Uses, c: int, copy: Instr) -> IRFunction | None:
+# Each rule returns (the buffer that goes away, how its operands are rebuilt) or None.
+def _try_backward(uses: Uses, c: int, copy: Instr):
     """`copy D <- S` where S's buffer exists only to be copied: S's writers write D instead."""
     (dst,), (src,) = copy.outputs, copy.inputs
     r = src.root
@@ -35,11 +36,10 @@ def _try_backward(fn: IRFunction, uses: Uses, c: int, copy: Instr) -> IRFunction
     lo, hi = uses.first(r), uses.last(r)
     if uses.region_touched(dst, lo, hi, skip=c):
         return None
-    fn = fn.replace(instrs=fn.instrs[:c] + fn.instrs[c + 1:])
-    return substitute(fn, r, lambda o: rebase(dst, o.name, o.type, o.offset))
+    return r, lambda o: rebase(dst, o.name, o.type, o.offset)
 
 
-def _try_forward(fn: IRFunction, uses: Uses, c: int, copy: Instr) -> IRFunction | None:
+def _try_forward(uses: Uses, c: int, copy: Instr):
     """`copy D <- S` where D is a private buffer only this copy writes: D's readers read S."""
     (dst,), (src,) = copy.outputs, copy.inputs
     d = dst.root
@@ -49,24 +49,41 @@ def _try_forward(fn: IRFunction, uses: Uses, c: int, copy: Instr) -> IRFunction 
         return None
     if uses.region_touched(src, c + 1, uses.last(d), writes_only=True):
         return None
-    fn = fn.replace(instrs=fn.instrs[:c] + fn.instrs[c + 1:])
-    return substitute(fn, d, lambda o: rebase(src, o.name, o.type, o.offset))
+    return d, lambda o: rebase(src, o.name, o.type, o.offset)
 
 
 def eliminate_copies(fn: IRFunction) -> IRFunction:
-    start = 0
-    while True:
-        uses = Uses(fn)
-        for c in range(start, len(fn.instrs)):
-            i = fn.instrs[c]
-            if i.kind != "copy":
+    """Sweep the copies until none goes away. Positions stay fixed while it works (a removed
+    instruction leaves a hole), so the use table is updated where a substitution touches it rather
+    than rebuilt per copy, which made this pass quadratic: ResNet-50 lowered to the primitive
+    floor has 194 copies and spent 0.4 s here."""
+    instrs: list = list(fn.instrs)
+    uses = Uses(fn)
+    marks: dict[int, list[int]] = {}  # id(root) -> positions of its alloc / dealloc
+    for p, i in enumerate(instrs):
+        if i.kind in ("alloc", "dealloc"):
+            marks.setdefault(id(i.outputs[0]), []).append(p)
+    gone: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for c, copy in enumerate(instrs):
+            if copy is None or copy.kind != "copy":
                 continue
-            new = _try_backward(fn, uses, c, i) or _try_forward(fn, uses, c, i)
-            if new is not None:
-                fn, start = new, 0
-                break
-        else:
-            return fn
+            hit = _try_backward(uses, c, copy) or _try_forward(uses, c, copy)
+            if hit is None:
+                continue
+            old, make = hit
+            uses.forget(c, copy)
+            instrs[c] = None
+            for q in marks.pop(id(old), ()):
+                instrs[q] = None
+            for p in uses.positions(old):
+                instrs[p] = uses.retarget(p, instrs[p], old, make)
+            gone.add(id(old))
+            changed = True
+    return fn.replace(instrs=tuple(i for i in instrs if i is not None),
+                      buffers=tuple(b for b in fn.buffers if id(b) not in gone))
 
 
 # -- buffer sharing --------------------------------------------------------------------------------
