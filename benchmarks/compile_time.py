@@ -4,6 +4,7 @@
     python benchmarks/compile_time.py --models resnet50 squeezenet encoder --no-write
     python benchmarks/compile_time.py --models core/data/tiny_cnn.onnx --native floor --no-write
     python benchmarks/compile_time.py --backend opencl --models resnet50 --no-write
+    python benchmarks/compile_time.py --floor-ratio 5 --models resnet50 densenet121 encoder
 
 Models: the nine light CNNs of the onnx wheel (with seeded random weights, as benchmarks/bundle.py
 loads them: theirs are all 0.02), the BERT-tiny-sized encoder and GPT-style decoder of
@@ -29,6 +30,10 @@ Every figure comes from a fresh Python process, so nothing warm in one runtime's
   optimisations (the file is read before the timer starts).
 - OpenVINO: `core.compile_model(core.read_model(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})`
   (n/a where openvino does not import).
+
+- `--floor-ratio N`: glow cold with the default lowering and with `--native floor` (every op
+  outside the primitive floor lowered first), alternating, N rounds of fresh processes and empty
+  caches; the medians and their ratio (results-compile-floor.json).
 
 Each process has a time limit (--timeout); a runtime that fails or overruns has the reason in its
 cell and the other models still run. Results go to benchmarks/results-compile.json with the host.
@@ -218,6 +223,44 @@ def measure(spec: str, native: str | None, timeout: float, backend: str = "cpu")
     return row
 
 
+def floor_ratio(specs: list[str], rounds: int, timeout: float) -> list[dict]:
+    """Median cold compile, default lowering against `--native floor`, alternating per round."""
+    import statistics
+
+    rows = []
+    print("| model | glow cold s (median) | --native floor cold s (median) | ratio | rounds |\n|---|---|---|---|---|",
+          flush=True)
+    for spec in specs:
+        with tempfile.TemporaryDirectory(prefix="glow-compile-time-") as work:
+            times: dict = {"default": [], "floor": []}
+            errors = []
+            try:
+                name, path = model_file(spec, work)
+            except Exception as e:  # a model that cannot be made: its row says why
+                name, path = spec, None
+                errors.append(f"{type(e).__name__}: {e}"[:200])
+            for k in range(rounds if path else 0):
+                for mode in ("default", "floor"):
+                    cache = os.path.join(work, f"cache-{mode}-{k}")
+                    os.mkdir(cache)
+                    r = run_child("glow", path, cache, None if mode == "default" else "floor", timeout)
+                    if "error" in r:
+                        errors.append(f"{mode}: {r['error']}")
+                    else:
+                        times[mode].append(r["compile_s"])
+        row = {"model": name, **{m: [round(t, 3) for t in v] for m, v in times.items()}, "errors": errors}
+        if times["default"] and times["floor"]:
+            row["median_default"] = statistics.median(times["default"])
+            row["median_floor"] = statistics.median(times["floor"])
+            row["ratio"] = row["median_floor"] / row["median_default"]
+            print(f"| {name} | {row['median_default']:.2f} | {row['median_floor']:.2f} | {row['ratio']:.2f} | "
+                  f"{rounds} |", flush=True)
+        else:
+            print(f"| {name} | failed: {'; '.join(errors)[:200]} | | | {rounds} |", flush=True)
+        rows.append(row)
+    return rows
+
+
 def _cell(r: dict, value=lambda r: r["compile_s"]) -> str:
     if "error" in r:
         return "failed: " + r["error"].replace("|", "/")  # a pipe would split the markdown cell
@@ -260,9 +303,20 @@ def main(argv=None) -> dict:
     ap.add_argument("--timeout", type=float, default=600, help="seconds each process may take")
     ap.add_argument("--backend", choices=["cpu", "opencl"], default="cpu", help="glow's backend (default cpu)")
     ap.add_argument("--no-write", action="store_true", help="print only; leave the results file")
+    ap.add_argument("--floor-ratio", type=int, metavar="ROUNDS", default=0,
+                    help="cold compiles, default lowering against --native floor, alternating ROUNDS times")
     args = ap.parse_args(argv)
     env = {**host(), "backend": args.backend, "native": args.native,
            "loadavg_start": [round(x, 1) for x in os.getloadavg()]}
+    if args.floor_ratio:
+        print(f"# cold compiles, default against --native floor, on {env['cpu_model']} (LLVM {env['cpu']}, "
+              f"level {env['isa']}), {env['cores']} cores", flush=True)
+        data = {"env": env, "rows": floor_ratio(args.models, args.floor_ratio, args.timeout)}
+        data["env"]["loadavg_end"] = [round(x, 1) for x in os.getloadavg()]
+        if not args.no_write:
+            with open(os.path.join(HERE, "results-compile-floor.json"), "w") as f:
+                json.dump(data, f, indent=1)
+        return data
     print(f"# compile times on {env['cpu_model']} (LLVM {env['cpu']}, level {env['isa']}), "
           f"{env['cores']} cores, backend {args.backend}", flush=True)
     rows = []

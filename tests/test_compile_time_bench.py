@@ -28,3 +28,14 @@ def test_tiny_cnn_cold_cached_and_peers(capsys):
     assert all("no_such_model" in missing[r]["error"] for r in compile_time.RUNTIMES)
     out = capsys.readouterr().out
     assert "| tiny_cnn | " in out and "| no_such_model | failed: " in out
+
+
+def test_floor_ratio_alternates_default_and_floor(capsys):
+    data = compile_time.main(["--floor-ratio", "2", "--models", TINY, "no_such_model", "--no-write",
+                              "--timeout", "120"])
+    tiny, missing = data["rows"]
+    assert len(tiny["default"]) == len(tiny["floor"]) == 2 and not tiny["errors"], tiny
+    assert tiny["ratio"] == tiny["median_floor"] / tiny["median_default"] > 0
+    assert "no_such_model" in missing["errors"][0] and "ratio" not in missing
+    out = capsys.readouterr().out
+    assert "| tiny_cnn | " in out and "| no_such_model | failed: " in out

@@ -401,6 +401,27 @@ def test_an_epilogue_pass_waits_for_every_thread_of_its_kernel():
         np.testing.assert_allclose(exe.run({"a": a})[g.output_names[0]], a @ w + bias, rtol=1e-10)
 
 
+def test_generic_matmuls_of_other_shapes_share_one_kernel():
+    # the plain loop nest (float64, int32, float16) reads its sizes and batch strides from a
+    # table: four MatMuls of four shapes build one kernel per element type and batch rank (0, 2)
+    cases = [((3, 5), (5, 7)), ((2, 4, 6), (6, 3)), ((2, 1, 3, 4), (5, 4, 2)), ((9,), (9, 4))]
+    for dtype in ("float64", "int32", "float16"):
+        shapes = [(f"a{k}", sa, dtype) for k, (sa, _) in enumerate(cases)]
+        weights = [rand(sb, dtype, np.random.default_rng(k)) for k, (_, sb) in enumerate(cases)]
+        g = build(lambda b, *xs, ws=weights: [b.add1("MatMul", [x, b.constant(w)]) for x, w in zip(xs, ws)],
+                  *shapes)
+        feeds = {n: rand(s, d, np.random.default_rng(9 + k)) for k, (n, s, d) in enumerate(shapes)}
+        exe = glow.compile(g, "cpu")
+        got = exe.run(feeds)
+        for (n, _, _), w, out in zip(shapes, weights, g.output_names):
+            want = np.matmul(feeds[n].astype(np.float32 if dtype == "float16" else dtype), w.astype(
+                np.float32 if dtype == "float16" else dtype)).astype(dtype)
+            np.testing.assert_allclose(got[out], want, rtol=2e-3 if dtype == "float16" else 1e-12)
+        kernels = [line for line in exe.program.module_text.splitlines()
+                   if line.startswith("define") and "MatMul" in line]
+        assert len(kernels) == 2, (dtype, kernels)
+
+
 def test_compile_cache_cold_then_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("GLOW_CACHE_DIR", str(tmp_path))
     g = build(lambda b, v: b.add1("Tanh", [b.add1("Mul", [v, v])]), ("x", (7, 9), "float32"))

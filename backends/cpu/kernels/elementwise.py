@@ -11,6 +11,8 @@ The per-op code lives in the table of ewops.py ((domain, op name) -> a value-lev
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from glow import dtypes as dt
 from glow.ir.instr import WEIGHT, Buffer, Expr
@@ -77,17 +79,22 @@ def broadcast(o, shape, dtype=None) -> Access:
     return Access(o, broadcast_strides(o.type.shape, shape), 0, dtype)
 
 
-def emit_loop(cg, name: str, out, ins: list, body):
+def emit_loop(cg, name: str, out, ins: list, body, body_key=None):
     """out[i] = body(lanes, values) over out's shape, each input broadcast to it.
 
     body(lanes: Lanes, values: list) -> value of out's compute type; values[k] is input k at the
     current position (None for an absent input)."""
     shape = tuple(out.type.shape)
     accesses = [broadcast(out, shape)] + [None if o is None else broadcast(o, shape) for o in ins]
-    emit_strided(cg, name, shape, accesses, body)
+    emit_strided(cg, name, shape, accesses, body, body_key=body_key)
 
 
-def emit_strided(cg, name: str, shape, accesses: list, body, *, single: bool | None = None):
+#: body_key of a body that stores what it reads (`lambda lanes, vals: vals[0]`) and of one that
+#: stores zeros of the written type (`lambda lanes, vals: lanes.const(dtype, 0)`).
+MOVE, ZERO = "move", "zero"
+
+
+def emit_strided(cg, name: str, shape, accesses: list, body, *, single: bool | None = None, body_key=None):
     """The general loop nest: accesses[0] is written, the others (None: absent) are read.
 
     The kernel reads its loop sizes and strides from an int64 table in the weights (its last
@@ -95,12 +102,32 @@ def emit_strided(cg, name: str, shape, accesses: list, body, *, single: bool | N
     0 or 1, the element types and the body: loops of one kind over other shapes (DenseNet's
     BatchNorm + Relu at every channel count, a transformer's at every sequence length) share a
     function. A size or stride read from the table costs one load per call, where as a constant
-    it cost a compile per shape."""
+    it cost a compile per shape.
+
+    `body_key` (hashable; None: none) names what `body` computes, wholly (MOVE, `expr_key`): with
+    it a nest whose code would be the same as one built before is not built again."""
     present = [a for a in accesses if a is not None]
     sizes, strides = collapse(shape, [a.strides for a in present])
     numel = int(np.prod(shape, dtype=np.int64))
     depth = len(sizes)
     table = cg.weight(np.array(sizes + [x for st in strides for x in st], np.int64))
+    # what the code below depends on, besides the body: see short_inner and inner_fixed
+    short_inner = depth > 1 and sizes[-1] < INNER_SHARED
+    args = [cg.ptr(a.operand, a.offset * a.dtype.itemsize) for a in present] + [table]
+    single = numel < PARALLEL_MIN if single is None else single
+    args += [cg.entry.i64(0), cg.entry.i64(1)] if single else [cg.tid, cg.nth]
+    make = functools.partial(_build_nest, cg, name, sizes, strides, accesses, body)
+    if body_key is None:
+        cg.call(make(), args, single=single)
+    else:
+        key = ("strided", body_key, depth, sizes[-1] if short_inner else None, tuple(st[-1] for st in strides),
+               tuple(None if a is None else a.dtype for a in accesses))
+        cg.call_memo(key, make, args, single=single)
+
+
+def _build_nest(cg, name, sizes, strides, accesses, body):
+    present = [a for a in accesses if a is not None]
+    depth = len(sizes)
     kb = cg.function(name, [PTR] * (len(present) + 1) + [I64, I64])
     ptrs, geo, (tid, nth) = kb.args[:len(present)], kb.args[len(present)], kb.args[len(present) + 1:]
     b = kb.b
@@ -153,9 +180,7 @@ def emit_strided(cg, name: str, shape, accesses: list, body, *, single: bool | N
     else:
         lo, hi = b.sdiv(b.mul(n, tid), nth), b.sdiv(b.mul(n, b.add(tid, kb.i64(1))), nth)
     nest(0, bases, lo, hi)
-    kb.finish()
-    call_split(cg, kb.fn, [cg.ptr(a.operand, a.offset * a.dtype.itemsize) for a in present] + [table],
-               numel < PARALLEL_MIN if single is None else single)
+    return kb.finish()
 
 
 def call_split(cg, fn, args, single: bool):
@@ -187,6 +212,34 @@ def evaluate(lanes: Lanes, e: Expr, values: list, acc=None, acc_dtype=None):
         return ewops.apply(lanes, e.op, args, types, e.type.dtype, e.attrs)
 
     return ev(e)
+
+
+def expr_key(e: Expr):
+    """A hashable name of all that `evaluate` reads of a tree (ops, attributes, element types,
+    leaves and immediates): two trees with equal keys emit the same code."""
+    if e.op is None:
+        if e.arg is None:
+            return ("imm", e.type.dtype, _hashable(np.asarray(e.value).reshape(-1)[:1]))
+        return ("arg", e.arg, None if e.type is None else e.type.dtype)
+    return (e.op.domain, e.op.name, e.type.dtype, _hashable(dict(e.attrs)),
+            tuple(None if a is None else expr_key(a) for a in e.args))
+
+
+def _hashable(v):
+    """`v` as a hashable value that tells apart what == would not (-0.0 from 0.0, NaN from NaN)."""
+    if isinstance(v, np.ndarray):
+        return ("array", v.dtype.str, v.shape, v.tobytes())
+    if isinstance(v, (float, np.floating)):
+        return ("float", type(v).__name__, float(v).hex())
+    if isinstance(v, dict):
+        return ("dict", tuple(sorted((str(k), _hashable(x)) for k, x in v.items())))
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, tuple(_hashable(x) for x in v))
+    try:
+        hash(v)
+    except TypeError:
+        return ("repr", type(v).__name__, repr(v))
+    return (type(v).__name__, v)
 
 
 def expr_supported(e: Expr) -> bool:
@@ -221,7 +274,7 @@ def _substitute_acc(e: Expr, acc: Expr) -> Expr:
 
 def emit_expr(cg, instr, e: Expr, name: str):
     out = instr.outputs[0]
-    emit_loop(cg, name, out, list(instr.inputs), lambda lanes, vals: evaluate(lanes, e, vals))
+    emit_loop(cg, name, out, list(instr.inputs), lambda lanes, vals: evaluate(lanes, e, vals), expr_key(e))
 
 
 def emit_fused(cg, instr):
@@ -236,7 +289,7 @@ def emit_epilogue(cg, instr):
     where = {-1: 0, **{a: k + 1 for k, a in enumerate(used)}}
     e = _renumber(instr.expr, where, out.type)
     emit_loop(cg, "epilogue", out, [out] + [instr.inputs[a] for a in used],
-              lambda lanes, vals: evaluate(lanes, e, vals))
+              lambda lanes, vals: evaluate(lanes, e, vals), expr_key(e))
 
 
 def _renumber(e: Expr, where: dict, acc_type) -> Expr:
@@ -280,7 +333,7 @@ def emit_expand(cg, instr):
     mover = storage_dtype(out.type.dtype)
     shape = tuple(out.type.shape)
     emit_strided(cg, "Expand", shape, [broadcast(out, shape, mover), broadcast(src, shape, mover)],
-                 lambda lanes, vals: vals[0])
+                 lambda lanes, vals: vals[0], body_key=MOVE)
 
 
 __all__ = ["Access", "broadcast", "call_split", "emit_epilogue", "emit_fused", "emit_loop", "emit_strided",

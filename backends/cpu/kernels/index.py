@@ -18,7 +18,7 @@ from glow.ops.index import NON_NEGATIVE, WRAPS, site_id
 from ..abi import ERRORS
 from ..codegen import cpu_kernel
 from ..irutil import I64, PTR
-from .elementwise import Access, call_split, emit_strided, strides_of
+from .elementwise import ZERO, Access, call_split, emit_strided, strides_of
 from .lanes import Lanes, lanes_loop, storage_dtype
 
 PARALLEL_MIN = 1 << 15
@@ -114,7 +114,7 @@ def emit_max_unpool(cg, instr):
     shape, want = _unpooled_shape(x.type.shape, instr.attrs), list(out.type.shape)
     d = out.type.dtype
     emit_strided(cg, "MaxUnpool.zero", tuple(want), [Access(out, strides_of(want))],
-                 lambda lanes, vals: lanes.const(d, 0))
+                 lambda lanes, vals: lanes.const(d, 0), body_key=ZERO)
     kb = cg.function("MaxUnpool", [PTR, PTR, PTR, I64])
     px, pi, py, site = kb.args
     b = kb.b

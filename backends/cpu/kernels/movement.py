@@ -18,7 +18,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..codegen import constant, cpu_kernel, value_input
 from ..irutil import I1, I8, I64, PTR, VOID
-from .elementwise import Access, broadcast, emit_strided, strides_of
+from .elementwise import MOVE, ZERO, Access, broadcast, emit_strided, strides_of
 from .lanes import storage_dtype
 
 COPY_CHUNK = 1 << 16  # bytes per thread below which a copy stays on one thread
@@ -127,7 +127,7 @@ def emit_affine(cg, instr):
     shape = tuple(out.type.shape)
     mover = storage_dtype(out.type.dtype)
     emit_strided(cg, instr.opname, shape, [broadcast(out, shape, mover), Access(src, strides, offset, mover)],
-                 lambda lanes, vals: vals[0])
+                 lambda lanes, vals: vals[0], body_key=MOVE)
 
 
 # -- Concat -------------------------------------------------------------------------------------
@@ -148,7 +148,7 @@ def emit_concat(cg, instr):
         if 0 not in part:
             emit_strided(cg, "Concat", part, [Access(out, ostrides, at * ostrides[axis], mover),
                                              Access(src, strides_of(part), 0, mover)],
-                         lambda lanes, vals: vals[0])
+                         lambda lanes, vals: vals[0], body_key=MOVE)
         at += part[axis]
 
 
@@ -180,17 +180,17 @@ def emit_pad(cg, instr):
     if any(b > 0 or e > 0 for b, e in widths) or 0 in region:
         if value is not None and value.type.numel:
             fill = [Access(out, strides_of(shape), 0, mover), Access(value, [0] * len(shape), 0, mover)]
-            emit_strided(cg, "Pad.fill", shape, fill, lambda lanes, vals: vals[0])
+            emit_strided(cg, "Pad.fill", shape, fill, lambda lanes, vals: vals[0], body_key=MOVE)
         else:
             emit_strided(cg, "Pad.fill", shape, [Access(out, strides_of(shape), 0, mover)],
-                         lambda lanes, vals: lanes.const(mover, 0))
+                         lambda lanes, vals: lanes.const(mover, 0), body_key=ZERO)
         if 0 in region:
             return
     ost, ist = strides_of(shape), strides_of(in_shape)
     out_off = sum(max(b, 0) * s for (b, _), s in zip(widths, ost))
     in_off = sum(max(-b, 0) * s for (b, _), s in zip(widths, ist))
     emit_strided(cg, "Pad", tuple(region), [Access(out, ost, out_off, mover), Access(src, ist, in_off, mover)],
-                 lambda lanes, vals: vals[0])
+                 lambda lanes, vals: vals[0], body_key=MOVE)
 
 
 __all__ = ["affine_map", "emit_copy", "emit_memcpy", "pad_widths"]
