@@ -19,7 +19,9 @@ batch size or sequence length answers in milliseconds, not after a compile.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import gc
 import os
 import threading
 import time
@@ -33,6 +35,33 @@ import numpy as np
 from .backend import CompileOptions, Executable
 from .errors import BackendError, LoweringError
 from .graph import Graph
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Python's cyclic garbage collector off while a compile runs. A compile allocates hundreds of
+    thousands of small objects (graph nodes, llvmlite's IR) and every full collection walks all
+    that is alive: light ResNet-50 lowered to the primitive floor spent 0.3 s of its 2.4 s cold
+    compile in four of them (Zen 4). Nested and concurrent compiles count; the collector is back,
+    if it was on, when the last one ends, and frees the compile's garbage in its own time."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def lower_for_backend(graph: Graph, be, native: str | None = None) -> Graph:
@@ -274,13 +303,14 @@ class SpecializingExecutable(Executable):
     def _compile(self, feeds) -> Executable:
         t0 = time.perf_counter()
         while True:
-            g = self.specialized_graph(feeds)
-            try:
-                exe = self.compile_static(g)
-                break
-            except NeedsInputValues:  # a kernel wants an operand's value at compile time
-                if not self._widen():
-                    raise
+            with collector_paused():
+                g = self.specialized_graph(feeds)
+                try:
+                    exe = self.compile_static(g)
+                    break
+                except NeedsInputValues:  # a kernel wants an operand's value at compile time
+                    if not self._widen():
+                        raise
         with self._lock:
             self._compiles += 1
             self._compile_s += time.perf_counter() - t0

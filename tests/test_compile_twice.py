@@ -298,3 +298,38 @@ def test_writing_into_a_result_changes_neither_the_next_run_nor_the_input(backen
     again = exe.run({"x": feed})
     np.testing.assert_array_equal(again[g.output_names[0]], [1, 2, 3])
     np.testing.assert_array_equal(feed, [0, 0, 0])
+
+
+def test_a_compile_pauses_the_collector_and_gives_it_back():
+    import gc
+    import threading
+
+    from glow import flow
+
+    was = gc.isenabled()
+    try:
+        for start in (True, False):
+            (gc.enable if start else gc.disable)()
+            entered, release, inside = threading.Event(), threading.Event(), []
+
+            def other():  # a compile on another thread (a background specialisation)
+                with flow.collector_paused():
+                    entered.set()
+                    release.wait(10)
+
+            t = threading.Thread(target=other)
+            with flow.collector_paused():
+                t.start()
+                entered.wait(10)
+                with flow.collector_paused():  # nested
+                    inside.append(gc.isenabled())
+                inside.append(gc.isenabled())
+            inside.append(gc.isenabled())  # the other thread's compile still runs
+            release.set()
+            t.join()
+            assert inside == [False, False, False]
+            assert gc.isenabled() == start
+            glow.compile(mobilenet_like(size=16), "cpu")
+            assert gc.isenabled() == start  # as the caller had it
+    finally:
+        (gc.enable if was else gc.disable)()

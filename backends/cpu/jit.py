@@ -42,7 +42,57 @@ def _initialize() -> None:
             llvm.initialize_native_asmprinter()
             llvm.initialize_all_targets()
             llvm.initialize_all_asmprinters()
+            _install_private_lock()
             _initialized = True
+
+
+class _PrivateLock:
+    """Stands in for the lock llvmlite takes around every call into LLVM, so that a thread
+    compiling a module on an LLVM context, target machine and pass builder of its own (see
+    `compile_object`) does not take it: LLVM compiles in separate contexts concurrently (what
+    its own multi-threaded JITs do), but one process-wide lock made the compile pool run one
+    object at a time. Every other thread, and everything on the global context (the execution
+    engine, numba), still takes the real lock."""
+
+    def __init__(self, real):
+        self.real = real
+        self.mine = threading.local()
+
+    def acquire(self, *args, **kwargs):
+        return True if getattr(self.mine, "private", False) else self.real.acquire(*args, **kwargs)
+
+    def release(self):
+        if not getattr(self.mine, "private", False):
+            self.real.release()
+
+
+_private_lock: _PrivateLock | None = None
+
+
+def _install_private_lock() -> None:
+    # llvmlite keeps an RLock at lib._lock._lock (ffi.py, every version since 0.38); where it
+    # does not, the pool simply stays serialised, as before.
+    global _private_lock
+    holder = getattr(getattr(llvm.ffi, "lib", None), "_lock", None)
+    real = getattr(holder, "_lock", None)
+    if real is not None and hasattr(real, "acquire") and hasattr(real, "release"):
+        _private_lock = _PrivateLock(real)
+        holder._lock = _private_lock
+
+
+@contextlib.contextmanager
+def _private_llvm():
+    """LLVM calls in this block skip llvmlite's process-wide lock: they may only touch objects
+    made in the block (a context, target machine, module and pass builder of the thread's own)."""
+    mine = _private_lock.mine if _private_lock is not None else None
+    if mine is None:
+        yield
+        return
+    mine.private = True
+    try:
+        yield
+    finally:
+        mine.private = False
 
 
 #: A target other than the host's, while a bundle is compiled for it (`for_target`).
@@ -280,16 +330,25 @@ def compile_object(text: str, glue: bool = False) -> tuple[bytes, float, float, 
     (object, parse seconds, optimise seconds, emit seconds). O3 for the host CPU; `glue` (a
     program's entry, which only sequences kernel calls): O1 and fast instruction selection, half
     the time on a large entry."""
-    tm = target_machine(0 if glue else 3)
-    t0 = time.perf_counter()
-    mod = llvm.parse_assembly(text, llvm.create_context())
-    mod.verify()
-    t1 = time.perf_counter()
-    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=1 if glue else 3))
-    pb.getModulePassManager().run(mod, pb)
-    t2 = time.perf_counter()
-    obj = tm.emit_object(mod)
-    return obj, t1 - t0, t2 - t1, time.perf_counter() - t2
+    _initialize()
+    with _private_llvm():
+        tm = target_machine(0 if glue else 3)
+        t0 = time.perf_counter()
+        ctx = llvm.create_context()
+        mod = llvm.parse_assembly(text, ctx)
+        mod.verify()
+        t1 = time.perf_counter()
+        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=1 if glue else 3))
+        pb.getModulePassManager().run(mod, pb)
+        t2 = time.perf_counter()
+        obj = tm.emit_object(mod)
+        t3 = time.perf_counter()
+        # freed here, still unlocked and in this thread, rather than whenever the last reference goes
+        mod.close()
+        pb.close()
+        tm.close()
+        ctx.close()
+    return obj, t1 - t0, t2 - t1, t3 - t2
 
 
 def _key(part: linking.Part) -> str:
