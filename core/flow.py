@@ -36,7 +36,6 @@ from .backend import CompileOptions, Executable
 from .errors import BackendError, LoweringError
 from .graph import Graph
 
-
 _gc_lock = threading.Lock()
 _gc_pauses = 0
 _gc_was_enabled = False

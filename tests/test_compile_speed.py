@@ -217,3 +217,30 @@ def test_cli_compile_profile(tmp_path):
     assert r.returncode == 0 and "llvm" in r.stdout and "0 of" in r.stdout  # everything from the cache
     r = glow_cli("compile", str(path), "--profile", "--shape", "nope=1", env=env)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "nope" in r.stderr
+
+
+def test_kernel_objects_compile_outside_llvmlites_process_wide_lock():
+    # llvmlite serialises every LLVM call on one lock; an object compiled on a context of its
+    # own skips it, so the compile pool runs several at once. Holding the lock here must not
+    # stop a compile on another thread (before, the thread waited until it was released).
+    import threading
+
+    jit.target_machine()  # LLVM initialised, the stand-in lock installed
+    text = 'define i64 @"glow_k_test"(i64 %x) {\n  %y = mul i64 %x, 3\n  ret i64 %y\n}\n'
+    done = []
+    worker = threading.Thread(target=lambda: done.append(jit.compile_object(text)[0]))
+    with llvm.ffi.lib._lock:
+        worker.start()
+        worker.join(30)
+        finished_while_held = not worker.is_alive()
+    worker.join(60)
+    assert finished_while_held and done and len(done[0]) > 0
+    # everything else still takes the lock: a call on the global context waits for it
+    other = []
+    with llvm.ffi.lib._lock:
+        t = threading.Thread(target=lambda: other.append(llvm.parse_assembly(text)))
+        t.start()
+        t.join(1.0)
+        waited = t.is_alive()
+    t.join(60)
+    assert waited and other

@@ -312,7 +312,7 @@ def test_a_compile_pauses_the_collector_and_gives_it_back():
             (gc.enable if start else gc.disable)()
             entered, release, inside = threading.Event(), threading.Event(), []
 
-            def other():  # a compile on another thread (a background specialisation)
+            def other(entered=entered, release=release):  # a compile on another thread
                 with flow.collector_paused():
                     entered.set()
                     release.wait(10)

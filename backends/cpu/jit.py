@@ -1,7 +1,8 @@
 """LLVM JIT for the CPU backend: host target machine, O3 pipeline, on-disk object cache.
 
 A program's module is compiled as one object per distinct kernel plus one for the entry
-(linking.split_module), on a thread pool, and the objects are loaded into one engine. Each
+(linking.split_module), on a thread pool (each object on an LLVM context of its own, outside
+llvmlite's process-wide lock: `_PrivateLock`), and the objects are loaded into one engine. Each
 object is cached on disk keyed by its own IR text, the host CPU name and features, the llvmlite
 version and PIPELINE: identical kernels compile once, a new input shape recompiles only the
 kernels whose shapes changed, and models share the kernels they have in common. Every object
@@ -338,16 +339,16 @@ def compile_object(text: str, glue: bool = False) -> tuple[bytes, float, float, 
         mod = llvm.parse_assembly(text, ctx)
         mod.verify()
         t1 = time.perf_counter()
-        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=1 if glue else 3))
-        pb.getModulePassManager().run(mod, pb)
+        pto = llvm.create_pipeline_tuning_options(speed_level=1 if glue else 3)
+        pb = llvm.create_pass_builder(tm, pto)
+        mpm = pb.getModulePassManager()
+        mpm.run(mod, pb)
         t2 = time.perf_counter()
         obj = tm.emit_object(mod)
         t3 = time.perf_counter()
-        # freed here, still unlocked and in this thread, rather than whenever the last reference goes
-        mod.close()
-        pb.close()
-        tm.close()
-        ctx.close()
+        # every object freed here, in this thread and the block, not whenever its last reference goes
+        for o in (mpm, pb, pto, mod, tm, ctx):
+            o.close()
     return obj, t1 - t0, t2 - t1, t3 - t2
 
 

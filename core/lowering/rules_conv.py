@@ -166,7 +166,9 @@ def kernel_positions(kernel):
 
 def correlate(rb, x, w, group, out, strides, dilations, pb, budget):
     """Grouped cross-correlation of x (N, C, *in) with w (M, C/group, *kernel) into (N, M, *out):
-    output o reads input o * stride + k * dilation - pb (zero outside the input)."""
+    output o reads input o * stride + k * dilation - pb (zero outside the input). w is cast to
+    x's type last, after its reshapes and transposes: a constant w then folds to one cast copy of
+    each chunk, not a cast of the whole then a strided copy in the wider type."""
     c = x.type.shape[1]
     m, cg = w.type.shape[:2]
     kernel = list(w.type.shape[2:])
@@ -176,14 +178,14 @@ def correlate(rb, x, w, group, out, strides, dilations, pb, budget):
         return window_tap(rb, xp, origin, k, strides, dilations, out)
 
     if cg == 1 and group > 1:
-        y = _multiply_add(rb, tap, w, group, m, kernel, out)
+        y = _multiply_add(rb, tap, w, group, m, kernel, out, x.type.dtype)
     else:
         per_tap = nbytes(x, x.type.dtype) // max(math.prod(x.type.shape[2:]), 1) * math.prod(out)
-        y = _im2col(rb, tap, w, group, c, m, kernel, out, chunks(math.prod(kernel), per_tap, budget))
+        y = _im2col(rb, tap, w, group, c, m, kernel, out, chunks(math.prod(kernel), per_tap, budget), x.type.dtype)
     return reshape(rb, y, [0, m, *out])
 
 
-def _im2col(rb, tap, w, g, c, m, kernel, out, parts):
+def _im2col(rb, tap, w, g, c, m, kernel, out, parts, ct):
     cg, mg, kk, p = c // g, m // g, math.prod(kernel), math.prod(out)
     positions = kernel_positions(kernel)
     if g == 1:
@@ -201,17 +203,17 @@ def _im2col(rb, tap, w, g, c, m, kernel, out, parts):
         if g == 1:
             cols = reshape(rb, concat(rb, [tap(positions[j]) for j in part], 1), [0, kc * c, p])
             wk = w2 if kc == kk else strided(rb, w2, [1], [part[0]], [kc], [1])
-            y = op1(rb, "MatMul", reshape(rb, wk, [m, kc * c]), cols)  # (N, M, P)
+            y = op1(rb, "MatMul", narrow(rb, reshape(rb, wk, [m, kc * c]), ct), cols)  # (N, M, P)
         else:
             cols = [reshape(rb, tap(positions[j]), [0, c, 1, p]) for j in part]
             cols = reshape(rb, concat(rb, cols, 2), [0, g, cg * kc, p])
             wk = w2 if kc == kk else strided(rb, w2, [3], [part[0]], [kc], [1])
-            y = op1(rb, "MatMul", reshape(rb, wk, [g, mg, cg * kc]), cols)  # (N, g, mg, P)
+            y = op1(rb, "MatMul", narrow(rb, reshape(rb, wk, [g, mg, cg * kc]), ct), cols)  # (N, g, mg, P)
         acc = y if acc is None else op1(rb, "Add", acc, y)
     return acc
 
 
-def _multiply_add(rb, tap, w, g, m, kernel, out):
+def _multiply_add(rb, tap, w, g, m, kernel, out, ct):
     # Depthwise: y[n, g, j] = sum_k x_k[n, g] * w[g, j, k]; per-position weights are (1, g, j, 1..).
     mg, kk, nsp = m // g, math.prod(kernel), len(kernel)
     wt = op1(rb, "Transpose", reshape(rb, w, [g, mg, kk]), perm=[2, 0, 1])
@@ -221,7 +223,7 @@ def _multiply_add(rb, tap, w, g, m, kernel, out):
         xk = tap(k)
         if mg > 1:
             xk = reshape(rb, xk, [0, g, 1, *out])
-        term = op1(rb, "Mul", xk, strided(rb, wt, [0], [j], [1], [1]))
+        term = op1(rb, "Mul", xk, narrow(rb, strided(rb, wt, [0], [j], [1], [1]), ct))
         acc = term if acc is None else op1(rb, "Add", acc, term)
     return acc
 
@@ -251,7 +253,7 @@ def lower_conv(rb, node, ins):
     if geo is None:
         return None
     ct = CONV_ACCUMULATE.get(x.type.dtype, x.type.dtype)
-    x, w, b = (v if v is None else narrow(rb, v, ct) for v in (x, w, b))
+    x, b = (v if v is None else narrow(rb, v, ct) for v in (x, b))
     y = correlate(rb, x, w, node.attrs["group"], *geo, patch_budget(node, ct, x, w, node.outputs[0]))
     return [narrow(rb, add_bias(rb, y, b), node.outputs[0].type.dtype)]
 
