@@ -66,6 +66,12 @@ class _PrivateLock:
         if not getattr(self.mine, "private", False):
             self.real.release()
 
+    def __enter__(self):  # as the RLock it replaces, for anyone using it directly
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
 
 _private_lock: _PrivateLock | None = None
 
