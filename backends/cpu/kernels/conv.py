@@ -10,12 +10,13 @@ re-laid out (and padded) to NHWC, convolved, and laid back out to NCHW.
 from __future__ import annotations
 
 import llvmlite.ir as ir
+import numpy as np
 
 from .. import layout
 from ..codegen import cpu_kernel, weight_data
 from ..irutil import I8, I64, PTR
 from . import epilogue as ep
-from .conv_emit import ConvGeometry, code_key, emit_conv, pack_conv_weights
+from .conv_emit import ConvGeometry, code_key, emit_conv, pack_conv_weights, packed_conv_size
 from .gemm_emit import choose_tile, split_range
 
 #: Convolutions below this many FLOPs are one chunk (splitting costs more than the work).
@@ -50,7 +51,11 @@ def geometry(x_nhwc_shape, w_shape, out_nhwc_shape, attrs) -> ConvGeometry:
 def run_conv(cg, instr, g: ConvGeometry, x_ptr, out_ptr, plan):
     """Call the conv kernel for geometry g (weights from instr's W, bias from its B)."""
     _, w, bias = _args(instr)
-    wp = cg.weight(pack_conv_weights(weight_data(w), g))
+    if g.depthwise:
+        wp = cg.weight(pack_conv_weights(weight_data(w), g))
+    else:  # packed straight into the weights blob
+        wp, window = cg.weight_out((packed_conv_size(g),), np.float32)
+        pack_conv_weights(weight_data(w), g, out=window)
     kplan = plan if plan is not None else ep.NONE
     # Kernels take every tensor as an argument and read their geometry from the packed weights:
     # convolutions of one code class (conv_emit.code_key) share a function.

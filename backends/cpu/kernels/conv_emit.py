@@ -124,20 +124,31 @@ def tap_offsets(g: ConvGeometry) -> np.ndarray:
     return np.concatenate([[off.size], off]).astype(np.int32)
 
 
-def pack_conv_weights(w: np.ndarray, g: ConvGeometry) -> np.ndarray:
+def packed_conv_size(g: ConvGeometry) -> int:
+    """float32 elements of `pack_conv_weights`' result (not depthwise)."""
+    return HEADER_FLOATS + g.groups * -(-g.cout_g // g.nr) * g.kh * g.kw * g.cin_g * g.nr + tap_offsets(g).size
+
+
+def pack_conv_weights(w: np.ndarray, g: ConvGeometry, out: np.ndarray | None = None) -> np.ndarray:
     """W[Cout, Cin/groups, kh, kw] -> the geometry `header`, then per group packed GEMM panels
-    of [kh*kw*Cin_g, Cout_g], then the tap offset table (int32 bits, see `tap_offsets`).
+    of [kh*kw*Cin_g, Cout_g], then the tap offset table (int32 bits, see `tap_offsets`); into
+    `out` (zeros, `packed_conv_size(g)` floats: a window onto the weights blob) when given.
     Depthwise: [kh*kw, C]."""
     w = np.asarray(w, np.float32)
     if g.depthwise:  # [C, 1, kh, kw] -> [kh*kw, C]
         return np.ascontiguousarray(w.reshape(g.cout, g.kh * g.kw).T)
-    parts = [header(g).view(np.float32)]
+    head, taps = header(g).view(np.float32), tap_offsets(g).view(np.float32)
+    K, npanels = g.kh * g.kw * g.cin_g, -(-g.cout_g // g.nr)
+    out = np.zeros(packed_conv_size(g), np.float32) if out is None else out
+    out[:head.size] = head
+    at = head.size
     for grp in range(g.groups):
         wg = w[grp * g.cout_g:(grp + 1) * g.cout_g]  # [Cout_g, Cin_g, kh, kw]
-        kmat = wg.transpose(2, 3, 1, 0).reshape(g.kh * g.kw * g.cin_g, g.cout_g)
-        parts.append(pack_b(kmat, g.nr).reshape(-1))
-    parts.append(tap_offsets(g).view(np.float32))
-    return np.concatenate(parts)
+        kmat = wg.transpose(2, 3, 1, 0).reshape(K, g.cout_g)
+        pack_b(kmat, g.nr, out=out[at:at + npanels * K * g.nr].reshape(npanels, K, g.nr))
+        at += npanels * K * g.nr
+    out[at:] = taps
+    return out
 
 
 def conv_epilogue(has_bias=False, activation=None, clip=(0.0, 6.0)):

@@ -63,22 +63,31 @@ def choose_tile(cols: int) -> tuple[int, int]:
     return rows[nv], nv
 
 
-def pack_b(b: np.ndarray, nr: int = NR, transposed: bool = False) -> np.ndarray:
+def pack_b(b: np.ndarray, nr: int = NR, transposed: bool = False, out: np.ndarray | None = None) -> np.ndarray:
     """B [K, N] (or, `transposed`, B^T [N, K]) -> [ceil(N/nr), K, nr], zero-padded: each panel
     contiguous for the micro-kernel. One strided copy (a transposed B is moved panel by panel,
-    so a 25088 x 4096 fc layer packs in a fraction of a second)."""
+    so a 25088 x 4096 fc layer packs in a fraction of a second); into `out` (zeros, that shape,
+    e.g. `Codegen.weight_out`'s window onto the weights blob) when given."""
     b = np.asarray(b, np.float32)
-    if transposed:
-        n, k = b.shape
-        np_ = -(-n // nr)
-        if n % nr:
-            b = np.concatenate([b, np.zeros((np_ * nr - n, k), np.float32)])
-        return np.ascontiguousarray(b.reshape(np_, nr, k).transpose(0, 2, 1))
-    k, n = b.shape
-    np_ = -(-n // nr)
-    if n % nr:
-        b = np.concatenate([b, np.zeros((k, np_ * nr - n), np.float32)], axis=1)
-    return np.ascontiguousarray(b.reshape(k, np_, nr).transpose(1, 0, 2))
+    n, k = b.shape if transposed else b.shape[::-1]
+    full, rem = divmod(n, nr)
+    np_ = full + (rem > 0)
+    if out is None:
+        out = np.zeros((np_, k, nr), np.float32)
+    if transposed:  # b[p * nr + j, kk] -> out[p, kk, j]
+        out[:full] = b[:full * nr].reshape(full, nr, k).transpose(0, 2, 1)
+        if rem:
+            out[full, :, :rem] = b[full * nr:].T
+    else:  # b[kk, p * nr + j] -> out[p, kk, j]
+        out[:full] = b[:, :full * nr].reshape(k, full, nr).transpose(1, 0, 2)
+        if rem:
+            out[full, :, :rem] = b[:, full * nr:]
+    return out
+
+
+def packed_shape(k: int, n: int, nr: int = NR) -> tuple[int, int, int]:
+    """The shape `pack_b` gives a [K, N] B."""
+    return (-(-n // nr), k, nr)
 
 
 def lane_mask(count: int) -> ir.Constant:

@@ -19,7 +19,7 @@ from glow.ir.instr import Expr
 from ..codegen import cpu_kernel, has_ltype, ltype, weight_data
 from ..irutil import F32, I64, PTR
 from . import epilogue as ep
-from .gemm_emit import GemmShape, choose_tile, emit_gemm, gemm_code_key, gemm_table, pack_b
+from .gemm_emit import GemmShape, choose_tile, emit_gemm, gemm_code_key, gemm_table, pack_b, packed_shape
 
 MAX_PACKED_BYTES = 1 << 31  # constant B beyond this is read in place rather than duplicated
 
@@ -52,10 +52,6 @@ def matmul_shape(a_shape, b_shape, packed: bool) -> tuple[GemmShape, bool]:
     a_b = tuple(0 if ab[i] == 1 else sa[i] for i in range(rank))
     b_b = tuple(0 if bb[i] == 1 else sb[i] for i in range(rank))
     return GemmShape(M, N, K, batch, a_b, b_b, packed=packed, mr=mr, nv=nv), False
-
-
-def _pack(b2d: np.ndarray, nr: int) -> np.ndarray:
-    return pack_b(np.asarray(b2d, np.float32), nr)
 
 
 def _packable(b) -> bool:
@@ -97,8 +93,10 @@ def emit_matmul(cg, instr):
     s, single = matmul_shape(a.type.shape, b.type.shape, packed)
     if packed:
         mats = np.asarray(data, np.float32).reshape((-1, s.K, s.N))
-        bp = cg.weight(_pack(mats[0], s.nr) if single
-                       else np.concatenate([_pack(m, s.nr).reshape(-1) for m in mats]))
+        one = packed_shape(s.K, s.N, s.nr)
+        bp, panels = cg.weight_out((1 if single else len(mats), *one), np.float32)
+        for m, o in zip(mats[:1] if single else mats, panels):
+            pack_b(m, s.nr, out=o)
     else:
         bp = cg.ptr(b)
     rows = int(np.prod(out.type.shape[:-1])) if len(out.type.shape) > 1 else 1
@@ -209,7 +207,9 @@ def emit_gemm_op(cg, instr):
         if alpha != 1.0:
             bm = bm * np.float32(alpha)
         s = GemmShape(M, N, K, packed=True, mr=mr, nv=nv)
-        bp = cg.weight(pack_b(bm, s.nr, transposed=bool(instr.attrs.get("transB", 0))))
+        transposed = bool(instr.attrs.get("transB", 0))
+        bp, panels = cg.weight_out(packed_shape(*(bm.shape[::-1] if transposed else bm.shape), s.nr), np.float32)
+        pack_b(bm, s.nr, transposed=transposed, out=panels)
     else:
         bp = cg.ptr(b)
         s = GemmShape(M, N, K, packed=False, mr=mr, nv=nv)
