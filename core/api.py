@@ -7,7 +7,7 @@ import sys
 
 from .backend import CompileOptions, Executable
 from .errors import BackendError, InputError, internal_errors
-from .flow import collector_paused, compile_for_backend
+from .flow import compile_for_backend, compiling
 from .graph import Graph
 from .plugins import registry
 
@@ -88,7 +88,7 @@ def compile_imported(model, graph: Graph | None, backend: str | None = None, *, 
     graph = graph if graph is not None else as_graph(model)
     what = f"compiling graph '{graph.name}' for " + (f"devices {devices}" if devices else
                                                      f"backend '{backend or 'default'}'")
-    with internal_errors(what), collector_paused():  # a non-GlowError from here on is a glow bug
+    with internal_errors(what), compiling():  # a non-GlowError from here on is a glow bug
         exe = _compile(graph, backend, native=native, threads=threads, devices=devices,
                        optimize=optimize, pins=pins, bans=bans, strict=strict, objective=objective,
                        phase=progress or (lambda name: None), options=options or {})

@@ -333,3 +333,30 @@ def test_a_compile_pauses_the_collector_and_gives_it_back():
             assert gc.isenabled() == start  # as the caller had it
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_a_compile_turns_numpys_huge_page_advice_off_and_back():
+    from glow import flow
+
+    switch = flow._numpy_hugepage_switch()
+    if switch is None:
+        pytest.skip("this numpy has no huge-page switch")
+
+    def state():
+        was = switch(False)
+        switch(was)
+        return was
+
+    before = state()
+    try:
+        for start in (True, False):
+            switch(start)
+            with flow.compiling():
+                with flow.compiling():  # nested
+                    assert state() is False
+                assert state() is False
+            assert state() is start
+            glow.compile(mobilenet_like(size=16), "cpu")
+            assert state() is start
+    finally:
+        switch(before)
