@@ -292,12 +292,14 @@ class Codegen:
         off = self._append(np.ascontiguousarray(array), align)
         return self.b.gep(self.weights_base, [self.entry.i64(off)], source_etype=I8, inbounds=True)
 
-    def weight_out(self, shape, dtype, align: int = WEIGHT_ALIGN):
-        """(pointer in the entry, writable zeroed array) for a compile-time array of this shape
-        that the caller fills in place: a packer writes straight into the blob, no copy between."""
+    def weight_out(self, shape, dtype, fill: Callable[[np.ndarray], object], align: int = WEIGHT_ALIGN):
+        """Place a compile-time array of this shape that `fill(array)` writes in place (the array
+        zeroed, a window onto the weights blob: a packer writes straight into it, no copy
+        between); its pointer in the entry. The window is filled before anything else is placed:
+        a blob that grows later copies only the bytes already written."""
         off = self._weights.reserve(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, align)
-        ptr = self.b.gep(self.weights_base, [self.entry.i64(off)], source_etype=I8, inbounds=True)
-        return ptr, self._weights.window(off, shape, dtype)
+        fill(self._weights.window(off, shape, dtype))
+        return self.b.gep(self.weights_base, [self.entry.i64(off)], source_etype=I8, inbounds=True)
 
     def function(self, name: str, arg_types, ret=None) -> KernelBuilder:
         """A new internal kernel function (its name made unique)."""

@@ -54,8 +54,8 @@ def run_conv(cg, instr, g: ConvGeometry, x_ptr, out_ptr, plan):
     if g.depthwise:
         wp = cg.weight(pack_conv_weights(weight_data(w), g))
     else:  # packed straight into the weights blob
-        wp, window = cg.weight_out((packed_conv_size(g),), np.float32)
-        pack_conv_weights(weight_data(w), g, out=window)
+        wp = cg.weight_out((packed_conv_size(g),), np.float32,
+                           lambda window: pack_conv_weights(weight_data(w), g, out=window))
     kplan = plan if plan is not None else ep.NONE
     # Kernels take every tensor as an argument and read their geometry from the packed weights:
     # convolutions of one code class (conv_emit.code_key) share a function.

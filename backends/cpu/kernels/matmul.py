@@ -94,9 +94,11 @@ def emit_matmul(cg, instr):
     if packed:
         mats = np.asarray(data, np.float32).reshape((-1, s.K, s.N))
         one = packed_shape(s.K, s.N, s.nr)
-        bp, panels = cg.weight_out((1 if single else len(mats), *one), np.float32)
-        for m, o in zip(mats[:1] if single else mats, panels):
-            pack_b(m, s.nr, out=o)
+        def fill(panels):
+            for m, o in zip(mats[:1] if single else mats, panels):
+                pack_b(m, s.nr, out=o)
+
+        bp = cg.weight_out((1 if single else len(mats), *one), np.float32, fill)
     else:
         bp = cg.ptr(b)
     rows = int(np.prod(out.type.shape[:-1])) if len(out.type.shape) > 1 else 1
@@ -208,8 +210,8 @@ def emit_gemm_op(cg, instr):
             bm = bm * np.float32(alpha)
         s = GemmShape(M, N, K, packed=True, mr=mr, nv=nv)
         transposed = bool(instr.attrs.get("transB", 0))
-        bp, panels = cg.weight_out(packed_shape(*(bm.shape[::-1] if transposed else bm.shape), s.nr), np.float32)
-        pack_b(bm, s.nr, transposed=transposed, out=panels)
+        bp = cg.weight_out(packed_shape(*(bm.shape[::-1] if transposed else bm.shape), s.nr), np.float32,
+                           lambda panels: pack_b(bm, s.nr, transposed=transposed, out=panels))
     else:
         bp = cg.ptr(b)
         s = GemmShape(M, N, K, packed=False, mr=mr, nv=nv)
