@@ -296,6 +296,12 @@ def host() -> dict:
             "python": sys.version.split()[0], "llvmlite": llvmlite.__version__, "date": time.strftime("%Y-%m-%d")}
 
 
+def _rounds(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"ROUNDS must be a positive integer, got {text!r}")
+    return int(text)
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="*", default=MODELS, help="names (see above) or .onnx paths")
@@ -303,7 +309,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--timeout", type=float, default=600, help="seconds each process may take")
     ap.add_argument("--backend", choices=["cpu", "opencl"], default="cpu", help="glow's backend (default cpu)")
     ap.add_argument("--no-write", action="store_true", help="print only; leave the results file")
-    ap.add_argument("--floor-ratio", type=int, metavar="ROUNDS", default=0,
+    ap.add_argument("--floor-ratio", type=_rounds, metavar="ROUNDS", default=0,
                     help="cold compiles, default lowering against --native floor, alternating ROUNDS times")
     args = ap.parse_args(argv)
     env = {**host(), "backend": args.backend, "native": args.native,

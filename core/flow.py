@@ -36,31 +36,44 @@ from .backend import CompileOptions, Executable
 from .errors import BackendError, LoweringError
 from .graph import Graph
 
-_gc_lock = threading.Lock()
-_gc_pauses = 0
-_gc_was_enabled = False
+
+class _CountedSwitch:
+    """A process-wide setting turned off while any compile runs (nested and concurrent compiles
+    count) and given back as the caller had it when the last one ends. `off()` turns it off and
+    returns the previous state, `restore(state)` puts that back."""
+
+    def __init__(self, off, restore):
+        self._off, self._restore = off, restore
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._was = None
+
+    @contextlib.contextmanager
+    def __call__(self):
+        with self._lock:
+            if self._depth == 0:
+                self._was = self._off()
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._restore(self._was)
 
 
-@contextlib.contextmanager
-def collector_paused():
-    """Python's cyclic garbage collector off while a compile runs. A compile allocates hundreds of
-    thousands of small objects (graph nodes, llvmlite's IR) and every full collection walks all
-    that is alive: light ResNet-50 lowered to the primitive floor spent 0.3 s of its 2.4 s cold
-    compile in four of them (Zen 4). Nested and concurrent compiles count; the collector is back,
-    if it was on, when the last one ends, and frees the compile's garbage in its own time."""
-    global _gc_pauses, _gc_was_enabled
-    with _gc_lock:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()
+def _gc_off() -> bool:
+    was = gc.isenabled()
+    gc.disable()
+    return was
+
+
+#: Python's cyclic garbage collector off while a compile runs. A compile allocates hundreds of
+#: thousands of small objects (graph nodes, llvmlite's IR) and every full collection walks all
+#: that is alive: light ResNet-50 lowered to the primitive floor spent 0.3 s of its 2.4 s cold
+#: compile in four of them (Zen 4). The collector frees the compile's garbage in its own time after.
+collector_paused = _CountedSwitch(_gc_off, lambda was: gc.enable() if was else None)
 
 
 def _numpy_hugepage_switch():
@@ -76,34 +89,22 @@ def _numpy_hugepage_switch():
     return _set_madvise_hugepage
 
 
-_np_pages_lock = threading.Lock()
-_np_pages_depth = 0
-_np_pages_was = True
-
-
-@contextlib.contextmanager
-def small_pages():
-    """NumPy's huge-page advice off while a compile runs. A compile's large arrays are temporaries
-    (folded and cast weights, packed copies) written once; asking for huge pages for them makes a
-    machine whose memory is fragmented compact it while the compile waits (light ResNet-50 on
-    the primitive floor, Zen 4 VM: graph passes 1.3-1.8 s with the advice, 0.45-0.6 s without).
-    Nested and concurrent compiles count, as for `collector_paused`."""
-    global _np_pages_depth, _np_pages_was
+def _np_pages_off():
     switch = _numpy_hugepage_switch()
-    if switch is None:
-        yield
-        return
-    with _np_pages_lock:
-        if _np_pages_depth == 0:
-            _np_pages_was = switch(False)
-        _np_pages_depth += 1
-    try:
-        yield
-    finally:
-        with _np_pages_lock:
-            _np_pages_depth -= 1
-            if _np_pages_depth == 0:
-                switch(_np_pages_was)
+    return None if switch is None else switch(False)
+
+
+def _np_pages_restore(was):
+    switch = _numpy_hugepage_switch()
+    if switch is not None and was is not None:
+        switch(was)
+
+
+#: NumPy's huge-page advice off while a compile runs. A compile's large arrays are temporaries
+#: (folded and cast weights, packed copies) written once; asking for huge pages for them makes a
+#: machine whose memory is fragmented compact it while the compile waits (light ResNet-50 on the
+#: primitive floor, Zen 4 VM: graph passes 1.3-1.8 s with the advice, 0.45-0.6 s without).
+small_pages = _CountedSwitch(_np_pages_off, _np_pages_restore)
 
 
 @contextlib.contextmanager
