@@ -35,6 +35,12 @@ Every figure comes from a fresh Python process, so nothing warm in one runtime's
   outside the primitive floor lowered first), alternating, N rounds of fresh processes and empty
   caches; the medians and their ratio (results-compile-floor.json).
 
+Python's own compile of glow's source is not timed: before the first child, glow's modules are
+compiled to bytecode in place (`compileall`, as pip does when it installs a wheel), and children
+run without PYTHONDONTWRITEBYTECODE. Where that variable was set (these sandboxes set it), every
+child had compiled each module it imported from source: 0.1-0.3 s more per process, more on the
+floor path, which imports more lowering rules.
+
 Each process has a time limit (--timeout); a runtime that fails or overruns has the reason in its
 cell and the other models still run. Results go to benchmarks/results-compile.json with the host.
 """
@@ -180,12 +186,31 @@ def model_file(spec: str, folder: str) -> tuple[str, str]:
     return name, path
 
 
+def child_env() -> dict:
+    """The children's environment, after glow's modules are compiled to bytecode as an installed
+    package's are (see the module docstring)."""
+    import glow
+    import glow.backends
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    folders = sorted({*glow.__path__, *glow.backends.__path__})
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *folders], env=env, stdout=subprocess.DEVNULL,
+                   check=False)
+    return env
+
+
+_CHILD_ENV: dict | None = None
+
+
 def run_child(kind: str, path: str, cache: str, native: str | None, timeout: float) -> dict:
     """One runtime in a fresh process: its JSON line, or {"error": why}."""
+    global _CHILD_ENV
+    if _CHILD_ENV is None:
+        _CHILD_ENV = child_env()
     cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, path]
     if native:
         cmd += ["--native", native]
-    env = {**os.environ, "GLOW_CACHE_DIR": cache, "POCL_CACHE_DIR": os.path.join(cache, "pocl")}
+    env = {**_CHILD_ENV, "GLOW_CACHE_DIR": cache, "POCL_CACHE_DIR": os.path.join(cache, "pocl")}
     t = time.perf_counter()
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)

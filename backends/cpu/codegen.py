@@ -256,7 +256,7 @@ class Codegen:
         self._io = {}
         for k, buf in enumerate(fn.inputs + fn.outputs):
             self._io.setdefault(id(buf), slots[CTX_FIRST_INPUT + k])
-        self._sync = SerialEmitter() if serial else PhaseEmitter(self.entry, sync_state, self.tid, self.nth)
+        self._sync = SerialEmitter(self.entry) if serial else PhaseEmitter(self.entry, sync_state, self.tid, self.nth)
         self._first_phase = 0  # the current instruction's first phase
         # profile: time every instruction into the counters at ctx[after the outputs] (profiling.py)
         self.timer = None
@@ -353,8 +353,7 @@ class Codegen:
             raise BackendError(f"{fn.name}: a split kernel takes (cg.tid, cg.nth) as its last arguments")
         index = len(self._sync.phases)
         self._sync.phase(self._accesses(self.instr), single, index - 1 if index > self._first_phase else None,
-                         lambda chunk, n: self.b.call(fn, args if single else args[:-2] + [chunk, n]),
-                         lambda: self.b.call(fn, args))
+                         fn, args)
 
     # -- building --------------------------------------------------------------------------------
     def build(self) -> tuple[str, np.ndarray]:

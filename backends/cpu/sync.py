@@ -88,8 +88,15 @@ def _conflict(xs, ys) -> bool:
 
 class PhaseEmitter:
     """Emits the phases of the entry `kb` (`void (ptr ctx, i64 tid, i64 nthreads)`): with one
-    thread a phase is a plain call, with more the claim loop above. `state` is the pointer to the
-    slots; `tid`, `nth` are the entry's arguments.
+    thread a phase is a plain call of its kernel, with more the claim loop above. `state` is the
+    pointer to the slots; `tid`, `nth` are the entry's arguments.
+
+    The entry holds one call per phase, to a *runner*: an internal function, one per kernel
+    signature, that takes the kernel's address, its arguments, the phase's slot and its waits
+    (a constant table), and does the above. Inlined into the entry, the claim loop and its waits
+    were about 45 lines of IR per phase: ResNet-50 lowered to the primitive floor (368 phases)
+    had a megabyte of entry IR, the longest object to compile. A runner calls its kernel through
+    a pointer, once per chunk: nanoseconds against a kernel's microseconds.
     """
 
     def __init__(self, kb: KernelBuilder, state, tid, nth):
@@ -100,61 +107,92 @@ class PhaseEmitter:
         self.chunks = b.mul(nth, kb.i64(CHUNKS_PER_THREAD))
         self._wait = _wait_function(kb.module)
         self._wake = _wake_function(kb.module)
+        self._runners: dict[tuple, ir.Function] = {}
+        self._tables: dict[tuple, ir.Value] = {}
 
     @property
     def state_bytes(self) -> int:
         return max(len(self.phases), 1) * SLOT_BYTES
 
-    def phase(self, accesses, single: bool, after: int | None, call, serial_call):
-        """The next phase: `call(chunk, nchunks)` emits the kernel call for one chunk,
-        `serial_call()` the call on one thread alone. `accesses` and `after` as for Phases.add."""
+    def phase(self, accesses, single: bool, after: int | None, fn: ir.Function, args):
+        """The next phase: a call of kernel `fn` with `args`; unless `single`, its last two
+        arguments are (tid, nthreads), which a chunk replaces with (chunk, nchunks). `accesses`
+        and `after` as for Phases.add."""
         kb = self.kb
-        b = kb.b
         index = len(self.phases)
         waits = self.phases.add(accesses, single, after)
-        with b.if_else(self.serial) as (one, many):
-            with one:
-                serial_call()
-            with many:
-                n = kb.i64(1) if single else self.chunks
-                claim, done = self._counter(index, CLAIM), self._counter(index, DONE)
-                open_ = b.icmp_signed("<", b.load_atomic(claim, "monotonic", 8, typ=I64), n)
-                with b.if_then(open_):
-                    self.wait_for(waits)
-                    head = kb.fn.append_basic_block(f"p{index}.claim")
-                    body = kb.fn.append_basic_block(f"p{index}.run")
-                    end = kb.fn.append_basic_block(f"p{index}.end")
-                    b.branch(head)
-                    b.position_at_end(head)
-                    chunk = b.atomic_rmw("add", claim, kb.i64(1), "monotonic")
-                    b.cbranch(b.icmp_signed("<", chunk, n), body, end)
-                    b.position_at_end(body)
-                    call(chunk, n)
-                    b.atomic_rmw("add", done, kb.i64(1), "seq_cst")
-                    sleepers = b.load_atomic(self._counter(index, SLEEPERS), "seq_cst", 8, typ=I64)
-                    with b.if_then(b.icmp_signed("!=", sleepers, kb.i64(0)), likely=False):
-                        b.call(self._wake, [done])
-                    b.branch(head)
-                    b.position_at_end(end)
+        fixed = list(args) if single else list(args[:-2])
+        runner = self._runner(fn.function_type, single)
+        table = self._table(tuple(q << 1 | self.phases.single[q] for q in waits))
+        kb.b.call(runner, [_address(fn), *fixed, self.state, kb.i64(index), self.tid, self.nth, table,
+                           kb.i64(len(waits))])
 
     def finish(self):
         """At the end of the entry: thread 0 (the caller) returns only when every phase is done."""
         b = self.kb.b
         with b.if_then(b.and_(b.not_(self.serial), b.icmp_signed("==", self.tid, self.kb.i64(0)))):
-            self.wait_for(self.phases.final())
+            for q in self.phases.final():
+                target = self.kb.i64(1) if self.phases.single[q] else self.chunks
+                _wait_for(self.kb, self._wait, self.kb.ptr(self.state, q * SLOT_BYTES // 8 + DONE, I64), target)
 
-    def wait_for(self, waits):
-        kb = self.kb
+    def _table(self, waits: tuple) -> ir.Value:
+        """A constant i64 table of waits (phase << 1 | single), shared by the phases with the same."""
+        if not waits:
+            return ir.Constant(PTR, None)
+        table = self._tables.get(waits)
+        if table is None:
+            gv = ir.GlobalVariable(self.kb.module, ir.ArrayType(I64, len(waits)), f"glow_waits.{len(self._tables)}")
+            gv.linkage, gv.global_constant = "internal", True
+            gv.initializer = ir.Constant(gv.value_type, list(waits))
+            table = self._tables[waits] = _address(gv)
+        return table
+
+    def _runner(self, kernel: ir.FunctionType, single: bool) -> ir.Function:
+        """`void runner(ptr kernel, <kernel's arguments but (tid, nth)>, ptr state, i64 phase,
+        i64 tid, i64 nth, ptr waits, i64 nwaits)`: one phase as the module docstring says."""
+        fixed = list(kernel.args) if single else list(kernel.args[:-2])
+        key = (tuple(str(t) for t in fixed), single)
+        runner = self._runners.get(key)
+        if runner is not None:
+            return runner
+        kb = KernelBuilder(self.kb.module, f"glow_phase.{len(self._runners)}",
+                           [PTR, *fixed, PTR, I64, I64, I64, PTR, I64], internal=True)
+        kb.fn.attributes.add("nounwind")
         b = kb.b
-        for q in waits:
-            done = self._counter(q, DONE)
-            target = kb.i64(1) if self.phases.single[q] else self.chunks
-            short = b.icmp_signed("<", b.load_atomic(done, "acquire", 8, typ=I64), target)
-            with b.if_then(short, likely=False):
-                b.call(self._wait, [done, target])
-
-    def _counter(self, index: int, which: int):
-        return self.kb.ptr(self.state, index * SLOT_BYTES // 8 + which, I64)
+        target, args = _Callee(kb.args[0], kernel), list(kb.args[1:1 + len(fixed)])
+        state, index, tid, nth, waits, nwaits = kb.args[1 + len(fixed):]
+        with b.if_else(b.icmp_signed("==", nth, kb.i64(1))) as (one, many):
+            with one:
+                b.call(target, args if single else args + [tid, nth])
+            with many:
+                chunks = b.mul(nth, kb.i64(CHUNKS_PER_THREAD))
+                n = kb.i64(1) if single else chunks
+                slot = b.mul(index, kb.i64(SLOT_BYTES // 8))
+                claim, done = kb.ptr(state, slot, I64), kb.ptr(state, b.add(slot, kb.i64(DONE)), I64)
+                with b.if_then(b.icmp_signed("<", b.load_atomic(claim, "monotonic", 8, typ=I64), n)):
+                    with kb.loop(0, nwaits, name="w", unroll=False) as w:
+                        code = kb.load(waits, w, I64, align=8)
+                        q = b.mul(b.ashr(code, kb.i64(1)), kb.i64(SLOT_BYTES // 8))
+                        short = b.select(b.trunc(code, ir.IntType(1)), kb.i64(1), chunks)
+                        _wait_for(kb, self._wait, kb.ptr(state, b.add(q, kb.i64(DONE)), I64), short)
+                    head = kb.fn.append_basic_block("claim")
+                    body = kb.fn.append_basic_block("run")
+                    end = kb.fn.append_basic_block("end")
+                    b.branch(head)
+                    b.position_at_end(head)
+                    chunk = b.atomic_rmw("add", claim, kb.i64(1), "monotonic")
+                    b.cbranch(b.icmp_signed("<", chunk, n), body, end)
+                    b.position_at_end(body)
+                    b.call(target, args if single else args + [chunk, n])
+                    b.atomic_rmw("add", done, kb.i64(1), "seq_cst")
+                    sleepers = b.load_atomic(kb.ptr(state, b.add(slot, kb.i64(SLEEPERS)), I64), "seq_cst", 8,
+                                             typ=I64)
+                    with b.if_then(b.icmp_signed("!=", sleepers, kb.i64(0)), likely=False):
+                        b.call(self._wake, [done])
+                    b.branch(head)
+                    b.position_at_end(end)
+        runner = self._runners[key] = kb.finish()
+        return runner
 
 
 class SerialEmitter:
@@ -163,15 +201,40 @@ class SerialEmitter:
 
     state_bytes = 0
 
-    def __init__(self):
+    def __init__(self, kb: KernelBuilder):
+        self.kb = kb
         self.phases = Phases()
 
-    def phase(self, accesses, single: bool, after: int | None, call, serial_call):
+    def phase(self, accesses, single: bool, after: int | None, fn: ir.Function, args):
         self.phases.add(accesses, single, after)
-        serial_call()
+        self.kb.b.call(fn, args)
 
     def finish(self):
         pass
+
+
+def _wait_for(kb: KernelBuilder, wait: ir.Function, done, target):
+    """Unless *done >= target already (acquire), call glow_wait(done, target)."""
+    b = kb.b
+    with b.if_then(b.icmp_signed("<", b.load_atomic(done, "acquire", 8, typ=I64), target), likely=False):
+        b.call(wait, [done, target])
+
+
+def _address(g) -> ir.Value:
+    """A function's or global's address as a `ptr` operand (llvmlite would print a typed pointer,
+    which LLVM's parser no longer reads)."""
+    return ir.FormattedConstant(PTR, g.get_reference())
+
+
+class _Callee:
+    """A `ptr` value called as a function of type `fnty`: what IRBuilder.call needs of its callee
+    (llvmlite has no indirect call through an opaque pointer)."""
+
+    def __init__(self, value: ir.Value, fnty: ir.FunctionType):
+        self.value, self.type, self.function_type = value, value.type, fnty
+
+    def get_reference(self) -> str:
+        return self.value.get_reference()
 
 
 def _futex(kb: KernelBuilder, word, op: int, value, timeout):
