@@ -101,17 +101,28 @@ def rebuild(graph: Graph, visit: Visit | None = None) -> tuple[Graph, bool]:
 def copy_node(rb: Rebuilder, node: Node, inputs, captures) -> list[Value]:
     """Re-add a node with its original names (the names were reserved by `rebuild`).
 
-    Shape rules run again; where the old value knew more (dims the importer took from the model's
-    declared shapes), the new value keeps that knowledge.
+    Shape rules run again where an input's type or known value changed; where the old value knew
+    more (dims the importer took from the model's declared shapes), the new value keeps that
+    knowledge. A node whose inputs did not change keeps its outputs' types as they are.
     """
     for o in node.outputs:
         rb._names.discard(o.name)
     rb._node_names.discard(node.name)
+    if not captures and not node.captures and _same_inputs(inputs, node.inputs):
+        return rb.add_unchanged(node, inputs)
     outs = rb.add(node.op, inputs, dict(node.attrs), name=node.name, num_outputs=len(node.outputs),
                   output_names=[o.name for o in node.outputs], captures=captures)
     for old, new in zip(node.outputs, outs):
         new.type = more_precise(new.type, old.type)
     return outs
+
+
+def _same_inputs(new, old) -> bool:
+    """Whether `new` inputs are `old` ones or values of the same types and known values (the
+    same array object: a value copied unchanged keeps its known array)."""
+    return len(new) == len(old) and all(
+        a is b or (a is not None and b is not None and a.known is b.known and a.type == b.type)
+        for a, b in zip(new, old))
 
 
 def more_precise(new, old):
