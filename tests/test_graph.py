@@ -143,3 +143,34 @@ def test_import_glow_needs_neither_onnx_nor_ml_dtypes():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "False"]
+
+
+def test_rebuild_keeps_unchanged_nodes_and_reinfers_changed_ones(monkeypatch):
+    """A graph pass copies the nodes it leaves alone without running their shape rules again
+    (rewrite.copy_node -> GraphBuilder.add_unchanged); a node whose input changed type is
+    inferred again, and so is everything downstream of it."""
+    import glow.graph
+    from glow.rewrite import rebuild
+
+    b = GraphBuilder("g")
+    x = b.input("x", dt.tensor((2, 3), "float32"))
+    y = b.add1("Relu", [x])
+    z = b.add1("Neg", [y])
+    s = b.add1("Shape", [z])
+    g = b.build([z, s])
+    calls = []
+    real = glow.graph.check_node_inputs  # GraphBuilder.add's first step, before the shape rule
+    monkeypatch.setattr(glow.graph, "check_node_inputs", lambda op, *a: calls.append(op.name) or real(op, *a))
+    g2, changed = rebuild(g)
+    assert not changed and calls == []
+    assert [str(v.type) for v in g2.outputs] == [str(v.type) for v in g.outputs]
+    assert g2.outputs[1].known.tolist() == [2, 3] and g2.outputs[0].node is not g.outputs[0].node
+
+    def relu_to_cast(rb, node, ins):  # Neg's and Shape's input types change; [2, 3] stays
+        if node.op.name == "Relu":
+            return [rb.emit1("Cast", [ins[0]], {"to": dt.float64})]
+        return None
+
+    g3, changed = rebuild(g, relu_to_cast)
+    assert changed and calls == ["Cast", "Neg", "Shape"]
+    assert g3.outputs[0].type.dtype == dt.float64 and g3.outputs[1].known.tolist() == [2, 3]
