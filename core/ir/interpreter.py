@@ -52,7 +52,7 @@ class IRProgram:
         self.static: dict[int, np.ndarray] = {}  # id(root) -> array, for arena and weight buffers
         for b in fn.buffers:
             if b.kind == WEIGHT:
-                self.static[id(b)] = b.data
+                self.static[id(b)] = b.data if b.data.dtype == object else np.asarray(b.data, order="C")
             elif b.kind == ACTIVATION and not b.boxed:
                 self.static[id(b)] = window(self.arena, plan.offsets[id(b)], b.type)
 

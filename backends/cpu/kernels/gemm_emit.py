@@ -69,6 +69,8 @@ def pack_b(b: np.ndarray, nr: int = NR, transposed: bool = False, out: np.ndarra
     so a 25088 x 4096 fc layer packs in a fraction of a second); into `out` (zeros, that shape,
     e.g. `Codegen.weight_out`'s window onto the weights blob) when given."""
     b = np.asarray(b, np.float32)
+    if not transposed and not b.flags.c_contiguous and b.T.flags.c_contiguous:
+        b, transposed = b.T, True  # a folded Transpose of a weight: read its rows, not its columns
     n, k = b.shape if transposed else b.shape[::-1]
     full, rem = divmod(n, nr)
     np_ = full + (rem > 0)
