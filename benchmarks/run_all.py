@@ -167,8 +167,29 @@ def compile_section() -> list[str]:
             "passes and code generation still run); the executable cache is `glow.compile(path, \"cpu\", "
             "cache=True)`, what `glow run` does, after an earlier compile saved the executable "
             "([user-guide.md](user-guide.md#caching)). `import glow` and finding the backends are not "
-            "counted, for any runtime. Seconds:", "", *compile_time.table(data["rows"]), "",
-            "[compile-time.md](compile-time.md) has the phases and what was done about them.", ""]
+            "counted, for any runtime; glow's modules are compiled to bytecode beforehand, as an installed "
+            "package's are. Seconds:", "", *compile_time.table(data["rows"]), "",
+            *_floor_section(), "[compile-time.md](compile-time.md) has the phases and what was done about them.", ""]
+
+
+def _floor_section() -> list[str]:
+    """The table of `compile_time.py --floor-ratio` (benchmarks/results-compile-floor.json)."""
+    path = os.path.join(HERE, "results-compile-floor.json")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        data = json.load(f)
+    env, rows = data["env"], [r for r in data["rows"] if "ratio" in r]
+    rounds = max((len(r["default"]) for r in rows), default=0)
+    lines = [f"`python benchmarks/compile_time.py --floor-ratio {rounds}` ({env['cpu_model']}, LLVM `{env['cpu']}`, "
+             f"{env['cores']} cores; {env['date']}): cold compiles with the default lowering and with "
+             "`--native floor` (every op outside the primitive floor lowered first), alternating in fresh "
+             "processes, medians in seconds:", "",
+             "| model | default s | --native floor s | floor / default |", "|---|---|---|---|"]
+    lines += [f"| {r['model']} | {r['median_default']:.2f} | {r['median_floor']:.2f} | {r['ratio']:.2f} |"
+              for r in rows]
+    failed = [r["model"] for r in data["rows"] if "ratio" not in r]
+    return lines + (["", f"Failed: {', '.join(failed)} (see the json file)."] if failed else []) + [""]
 
 
 def markdown(by_isa: dict) -> str:
