@@ -286,7 +286,7 @@ class GraphBuilder:
         return outs
 
     def add_unchanged(self, node: Node, inputs: Sequence[Value | None]) -> list[Value]:
-        """Re-add `node` (from another graph, no sub-graphs) with `inputs` of the same types and
+        """Re-add `node` (from another graph, capturing no values) with `inputs` of the same types and
         known values as its own, keeping its names, attributes and output types. Its checks and
         shape rules would give what they gave when it was built, so they do not run again: a graph
         pass copies every node it leaves alone, and rerunning them was most of a pass's time
