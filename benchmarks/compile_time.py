@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import os
@@ -186,9 +187,10 @@ def model_file(spec: str, folder: str) -> tuple[str, str]:
     return name, path
 
 
+@functools.cache
 def child_env() -> dict:
     """The children's environment, after glow's modules are compiled to bytecode as an installed
-    package's are (see the module docstring)."""
+    package's are (see the module docstring); once per run."""
     import glow
     import glow.backends
 
@@ -199,18 +201,12 @@ def child_env() -> dict:
     return env
 
 
-_CHILD_ENV: dict | None = None
-
-
 def run_child(kind: str, path: str, cache: str, native: str | None, timeout: float) -> dict:
     """One runtime in a fresh process: its JSON line, or {"error": why}."""
-    global _CHILD_ENV
-    if _CHILD_ENV is None:
-        _CHILD_ENV = child_env()
     cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, path]
     if native:
         cmd += ["--native", native]
-    env = {**_CHILD_ENV, "GLOW_CACHE_DIR": cache, "POCL_CACHE_DIR": os.path.join(cache, "pocl")}
+    env = {**child_env(), "GLOW_CACHE_DIR": cache, "POCL_CACHE_DIR": os.path.join(cache, "pocl")}
     t = time.perf_counter()
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
