@@ -86,7 +86,10 @@ class OpenCLBackend(CStyleBackend):
         return self._cl_device(device).params()
 
     def make_executable(self, graph, compiled, device):
+        from . import build_helper
         from .runtime import ClExecutable
+
+        build_helper.enabled()  # a bad $GLOW_OPENCL_HELPER is a one-line error, not ignored
 
         return ClExecutable(graph, compiled, self._cl_device(device))
 

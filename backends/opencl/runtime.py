@@ -25,6 +25,8 @@ from glow.render.indexing import IndexRecord
 from glow.render.layout import launch_args
 from glow.render.program import kernel_records
 
+from . import build_helper
+
 
 class ClDevice:
     """One OpenCL device with its own context and in-order queue."""
@@ -37,6 +39,7 @@ class ClDevice:
         self.lock = threading.Lock()
         self._profiling_queue = None
         self._warm = None  # the compiler's start-up under way (warm_up), once per process
+        self.helper = None  # build_helper.BuildHelper, started by warm_up where it can help
 
     def profiling_queue(self):
         """A second in-order queue with event timestamps, made on first use and used only by
@@ -67,24 +70,30 @@ class ClDevice:
     def warm_up(self) -> None:
         """Start the device compiler once per process in the background: PoCL's first build
         loads its kernel library and LLVM (0.7 s), which then overlaps glow's graph passes.
-        Best effort: a failure here shows up, with its reason, in the real build."""
+        Where it can help, also start the kernel build helper (build_helper.py). Best effort:
+        a failure here shows up, with its reason, in the real build."""
         with self.lock:
             if self._warm is not None:
                 return
             self._warm = in_background(self._warm_compiler)
+            try:
+                if build_helper.enabled() and build_helper.worth_starting(self):
+                    self.helper = build_helper.BuildHelper(self.index, self.device.name)
+            except Exception:  # noqa: BLE001 - a bad $GLOW_OPENCL_HELPER is said by the compile;
+                pass  # a helper that cannot start only costs time
 
     def _warm_compiler(self):
-        cl = self.cl
-        _quiet_compiler_output(cl)
-        prg = cl.Program(self.context, "kernel void glow_warm(global float* a) { a[0] += 1.0f; }").build()
-        buf = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, 64)
-        queue = cl.CommandQueue(self.context)
-        prg.glow_warm(queue, (1,), (1,), buf)
-        queue.finish()
+        _quiet_compiler_output(self.cl)
+        build_helper.warm_compiler(self.cl, self.context)
+
+    def built(self, source: str) -> bool:
+        """Whether this process has built `source` (and so, on PoCL, its kernels) already."""
+        with self.lock:
+            return _key(source) in self.programs
 
     def build(self, source: str):
         """The built program for `source` (cached per device for the life of the process)."""
-        key = hashlib.sha1(source.encode()).hexdigest()
+        key = _key(source)
         with self.lock:
             prg = self.programs.get(key)
             if prg is None:
@@ -101,6 +110,7 @@ class ClExecutable(Executable):
         self.dev, self.compiled = dev, compiled
         layout = compiled.layout
         t = time.perf_counter()
+        built_before = dev.built(compiled.program.source)  # and so its kernels (PoCL builds them once)
         # The device compiler builds the program while the weights are laid out and uploaded
         # (both release the GIL).
         building = in_background(lambda: dev.build(compiled.program.source) if compiled.program.launches else None)
@@ -110,6 +120,15 @@ class ClExecutable(Executable):
             cl.enqueue_copy(dev.queue, self.mem, blob, dst_offset=0, is_blocking=True)
         prg = building.result()
         self.build_seconds = time.perf_counter() - t
+        warm = [(k, *_warm_launch(k, layout)) for k in compiled.program.kernels.values()]
+        job = None
+        if dev.helper is not None and len(warm) >= build_helper.MIN_KERNELS and not built_before:
+            # The build helper builds the program too, now a hit of PoCL's disk cache (the same
+            # source, just built), and then the kernels from the far end.
+            job = dev.helper.submit(compiled.program.source, layout.total,
+                                    [[k.name, [int(a) for a in args if a.dtype == np.uint64],
+                                      [int(a) for a in args if a.dtype == np.int32], g, loc]
+                                     for k, args, g, loc in warm])
         self.launches = []
         self.launch_instrs = [k.instr for k in compiled.program.launches]  # for profiles
         for k in compiled.program.launches:
@@ -121,24 +140,41 @@ class ClExecutable(Executable):
         self._profiled = False
         # PoCL compiles each kernel at its first launch: start that now, in the background, so
         # the first run waits only for what is not done by then.
-        self._kernels_ready = in_background(lambda: self._warm_kernels(prg)) if prg is not None and dev.is_cpu else None
+        #: distinct kernels the build helper built for this executable (known once warmed)
+        self.helper_kernels = 0
+        self._kernels_ready = (in_background(lambda: self._warm_kernels(prg, warm, job))
+                               if prg is not None and dev.is_cpu else None)
 
-    def _warm_kernels(self, prg):
+    def _warm_kernels(self, prg, warm, job):
         """Launch each distinct kernel once, one work-group, on the executable's own memory with
         everything but the weights zeroed: PoCL builds it for that work-group size, which the
         real launches share. Zeroed operands are safe for every kernel (index 0 is in range,
-        integer division by zero gives 0); the bad-index record is cleared after. Best effort:
+        integer division by zero gives 0); the bad-index record is cleared after. With a build
+        helper's `job`, this thread takes kernels from the first up until it meets the helper's,
+        waits for the helper's, then launches those too (from PoCL's disk cache). Best effort:
         a failure shows up in the real run, which waits for this first."""
         cl, dev, layout = self.dev.cl, self.dev, self.compiled.layout
         queue = cl.CommandQueue(dev.context)
         start = layout.weights_end
         if layout.total > start:
             cl.enqueue_fill_buffer(queue, self.mem, np.uint8(0), start, layout.total - start)
-        for k in self.compiled.program.kernels.values():
+
+        def launch(i):
+            k, args, gsize, local = warm[i]
             kern = cl.Kernel(prg, k.name)
-            kern.set_args(self.mem, *launch_args(k, layout))
-            local = k.launch[1]
-            cl.enqueue_nd_range_kernel(queue, kern, local or (1,) * len(k.global_size), local)
+            kern.set_args(self.mem, *args)
+            cl.enqueue_nd_range_kernel(queue, kern, gsize, local)
+
+        i = 0
+        while job is not None and i < job.first_claimed():
+            job.take(i)
+            launch(i)
+            queue.finish()  # built: the helper's next look at what is taken sees it
+            i += 1
+        if job is not None and i < len(warm):
+            self.helper_kernels = job.wait(i)
+        for j in range(i, len(warm)):
+            launch(j)
         if self.index_record.offset is not None:
             cl.enqueue_copy(queue, self.mem, np.zeros(4, np.int64), dst_offset=self.index_record.offset)
         queue.finish()
@@ -202,6 +238,17 @@ class ClExecutable(Executable):
                 cl.enqueue_copy(q, self.mem, np.zeros(4, np.int64), dst_offset=at, is_blocking=True)
                 raise err
         return outs, events
+
+
+def _key(source: str) -> str:
+    return hashlib.sha1(source.encode()).hexdigest()
+
+
+def _warm_launch(kernel, layout) -> tuple:
+    """(arguments after `mem`, global size, local size) of a kernel's one warming launch: one
+    work-group of the size the real launches use."""
+    local = kernel.launch[1]
+    return launch_args(kernel, layout), local or (1,) * len(kernel.global_size), local
 
 
 def in_background(fn) -> Future:
