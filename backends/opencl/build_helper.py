@@ -204,16 +204,18 @@ def main() -> int:
     eof = threading.Event()
 
     def read() -> None:
-        for line in sys.stdin:
-            msg = json.loads(line)
-            if "taken" in msg:
-                job, i = msg["taken"]
-                taken[job] = max(taken.get(job, -1), i)
-            else:
-                latest[0] = msg["job"]
-                jobs.put(msg)
-        eof.set()  # the executable's process is ending: stop after the kernel in hand
-        jobs.put(None)
+        try:
+            for line in sys.stdin:
+                msg = json.loads(line)
+                if "taken" in msg:
+                    job, i = msg["taken"]
+                    taken[job] = max(taken.get(job, -1), i)
+                else:
+                    latest[0] = msg["job"]
+                    jobs.put(msg)
+        finally:  # the executable's process is ending (or garbled): stop after the kernel in hand
+            eof.set()
+            jobs.put(None)
 
     threading.Thread(target=read, daemon=True).start()
     while (job := jobs.get()) is not None:
@@ -230,14 +232,15 @@ def main() -> int:
 
 def build_from_end(cl, ctx, q, job: dict, say, mine) -> None:
     """Build the job's program, then launch its kernels from the last one down while `mine(job, i)`
-    (each once, one work-group, on a zeroed buffer of the executable's size: PoCL builds the
-    kernel for that work-group size and caches it on disk)."""
+    (each once, one work-group, on zeroed memory of the executable's size: PoCL builds the kernel
+    for that work-group size and caches it on disk)."""
     import numpy as np
 
-    jid, kernels, size = job["job"], job["kernels"], max(job["size"], 4)
+    jid, kernels = job["job"], job["kernels"]
     prg = cl.Program(ctx, job["source"]).build()
-    mem = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, size)
-    cl.enqueue_fill_buffer(q, mem, np.uint8(0), 0, size)
+    # Zeroed host memory the device uses in place: pages no kernel writes stay unmapped
+    host = np.zeros(max(job["size"], 4), np.uint8)
+    mem = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR, hostbuf=host)
     for i in range(len(kernels) - 1, -1, -1):
         if not mine(jid, i):
             break

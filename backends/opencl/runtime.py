@@ -114,10 +114,17 @@ class ClExecutable(Executable):
         # The device compiler builds the program while the weights are laid out and uploaded
         # (both release the GIL).
         building = in_background(lambda: dev.build(compiled.program.source) if compiled.program.launches else None)
-        self.mem = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, layout.total)
-        blob = layout.weight_blob()
-        if blob.nbytes:
-            cl.enqueue_copy(dev.queue, self.mem, blob, dst_offset=0, is_blocking=True)
+        if dev.is_cpu:
+            # A CPU device works in host memory: it uses this array, weights in place (PoCL: no
+            # upload, which cost VGG-19 a second pass over 600 MB of freshly mapped pages).
+            self._host = layout.weight_blob(max(layout.total, 1))
+            self.mem = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR,
+                                 hostbuf=self._host)
+        else:
+            self.mem = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, layout.total)
+            blob = layout.weight_blob()
+            if blob.nbytes:
+                cl.enqueue_copy(dev.queue, self.mem, blob, dst_offset=0, is_blocking=True)
         prg = building.result()
         self.build_seconds = time.perf_counter() - t
         warm = [(k, *_warm_launch(k, layout)) for k in compiled.program.kernels.values()]
@@ -156,7 +163,7 @@ class ClExecutable(Executable):
         cl, dev, layout = self.dev.cl, self.dev, self.compiled.layout
         queue = cl.CommandQueue(dev.context)
         start = layout.weights_end
-        if layout.total > start:
+        if layout.total > start and not dev.is_cpu:  # a CPU device's host array is zero after the weights
             cl.enqueue_fill_buffer(queue, self.mem, np.uint8(0), start, layout.total - start)
 
         def launch(i):

@@ -33,9 +33,16 @@ class DeviceLayout:
         """Bytes from the start to the end of the last weight (what the upload writes)."""
         return max((off + a.nbytes for off, a in self.weights), default=0)
 
-    def weight_blob(self) -> np.ndarray:
-        """All weights as one host array, laid out as on the device (one upload)."""
-        blob = np.zeros(self.weights_end, np.uint8)
+    def weight_blob(self, size: int | None = None) -> np.ndarray:
+        """All weights as one host array, laid out as on the device (one upload). `size` (at
+        least weights_end): an array that long, page-aligned, zero after the weights: the whole
+        device memory, for a device that works in host memory (an OpenCL CPU device)."""
+        if size is None:
+            blob = np.zeros(self.weights_end, np.uint8)
+        else:
+            raw = np.zeros(size + 4096, np.uint8)
+            start = -raw.ctypes.data % 4096
+            blob = raw[start:start + size]
         for off, a in self.weights:
             blob[off:off + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
         return blob
