@@ -19,7 +19,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from run_all import MODELS, geomean  # noqa: E402
+from run_all import MODELS, _peers, geomean  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results-opencl.json")
 #: Rounds for the small models; the large ones get a third (each round of VGG-19 is ~1 s).
@@ -47,7 +47,7 @@ def table(data: dict) -> list[str]:
     res = data["results"]
     lines = [f"| model | glow opencl ms | onnxruntime ms ({data['threads']} threads) | ratio |",
              "|---|---|---|---|"]
-    lines += [f"| {r['model']} | {ms(r['glow'])} | {ms(r['peer'])} | {r['ratio']:.2f} |" for r in res]
+    lines += [f"| {r['model']} | {ms(r['glow'])} | {ms(_peers(r)[r['peer_name']])} | {r['ratio']:.2f} |" for r in res]
     lines += ["", f"Geometric mean of the ratios: **{geomean([r['ratio'] for r in res]):.2f}** over "
               f"{len(res)} models (measured {data.get('date', '?')}, load average "
               f"{data.get('loadavg_start', '?')} -> {data.get('loadavg_end', '?')})."]
