@@ -94,15 +94,17 @@ def test_identical_layers_compile_one_kernel(compiles, monkeypatch, tmp_path):
 def test_the_entry_is_a_few_lines_per_phase(compiles):
     """Each kernel call of the entry is one call to a runner that holds the threads' claim loop
     (sync.PhaseEmitter): inlined per phase, that loop made the entry of ResNet-50 on the primitive
-    floor a megabyte of IR and its longest object to compile. 30 phases here; the answer is the
-    same on one thread and on two."""
+    floor a megabyte of IR and its longest object to compile. What is left per phase is the call
+    and the loads of its values (offsets, sizes, waits) from the value table. 30 phases here; the
+    answer is the same on one thread and on two."""
     model = layers(30)
     exe = glow.compile(model, "cpu", threads=2)
     entry = next(t for t in compiles if 'define void @"glow_run"' in t)
     body = entry.split('define void @"glow_run"', 1)[1].split("\n}", 1)[0]
     phases = body.count("call void @\"glow_phase.")
     assert phases >= 30, phases
-    assert len(body.splitlines()) < 6 * phases, len(body.splitlines())  # inlined: about 45 per phase
+    assert "atomicrmw" not in body  # no claim loop here
+    assert len(body.splitlines()) < 25 * phases, len(body.splitlines())  # inlined: about 65 per phase
     x = np.random.default_rng(2).normal(size=(8, 32)).astype(np.float32)
     ref = glow.compile(model, "reference").run({"x": x})["y"]
     np.testing.assert_allclose(exe.run({"x": x})["y"], ref, rtol=1e-5, atol=1e-5)

@@ -242,6 +242,8 @@ class Codegen:
         self._names = set()
         self._weights = _Blob(sum(getattr(b.type, "nbytes", 0) or 0 for b in fn.buffers
                                   if b.kind == WEIGHT and not b.boxed))
+        self._weights.reserve(8, 8)  # bytes 0-7: where the value table starts (see `value`)
+        self._values: list[int] = []
         self._weight_at: dict[int, int] = {}
         self._operand_of: dict[int, object] = {}  # id(pointer value) -> operand (for noalias)
         self._shared: dict = {}
@@ -253,10 +255,13 @@ class Codegen:
         slots = [self.b.load(self.entry.ptr(ctx, i, PTR), typ=PTR) for i in range(
             CTX_FIRST_INPUT + len(fn.inputs) + len(fn.outputs))]
         self.arena, self.weights_base, sync_state = slots[:CTX_FIRST_INPUT]
+        self._table = self.b.gep(self.weights_base, [self.b.load(self.weights_base, typ=I64)], source_etype=I8,
+                                 inbounds=True)
         self._io = {}
         for k, buf in enumerate(fn.inputs + fn.outputs):
             self._io.setdefault(id(buf), slots[CTX_FIRST_INPUT + k])
-        self._sync = SerialEmitter(self.entry) if serial else PhaseEmitter(self.entry, sync_state, self.tid, self.nth)
+        self._sync = (SerialEmitter(self.entry) if serial else
+                      PhaseEmitter(self.entry, sync_state, self.tid, self.nth, self.value, self.weight))
         self._first_phase = 0  # the current instruction's first phase
         # profile: time every instruction into the counters at ctx[after the outputs] (profiling.py)
         self.timer = None
@@ -283,14 +288,14 @@ class Codegen:
         else:  # pragma: no cover
             raise BackendError(f"unknown buffer kind {root.kind}")
         off += offset
-        p = self.b.gep(base, [self.entry.i64(off)], source_etype=I8, inbounds=True) if off else base
+        p = self.b.gep(base, [self.value(off)], source_etype=I8, inbounds=True)
         self._operand_of[id(p)] = o
         return p
 
     def weight(self, array: np.ndarray, align: int = WEIGHT_ALIGN):
         """Pack a compile-time array into the weights blob; its pointer in the entry."""
         off = self._append(np.ascontiguousarray(array), align)
-        return self.b.gep(self.weights_base, [self.entry.i64(off)], source_etype=I8, inbounds=True)
+        return self.b.gep(self.weights_base, [self.value(off)], source_etype=I8, inbounds=True)
 
     def weight_out(self, shape, dtype, fill: Callable[[np.ndarray], object], align: int = WEIGHT_ALIGN):
         """Place a compile-time array of this shape that `fill(array)` writes in place (the array
@@ -299,7 +304,19 @@ class Codegen:
         a blob that grows later copies only the bytes already written."""
         off = self._weights.reserve(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, align)
         fill(self._weights.window(off, shape, dtype))
-        return self.b.gep(self.weights_base, [self.entry.i64(off)], source_etype=I8, inbounds=True)
+        return self.b.gep(self.weights_base, [self.value(off)], source_etype=I8, inbounds=True)
+
+    def value(self, v: int, typ: ir.IntType = I64) -> ir.Value:
+        """The integer `v` in the entry, read from the value table in the weights blob rather
+        than written into the code: byte offsets of the memory plan and the weights, sizes and
+        the threading plan's numbers. So the entry's text depends on the sequence of kernel
+        calls, not on the sizes: a new input shape with the same sequence reuses the compiled
+        entry (the object cache is keyed by text) and brings only a new weights blob."""
+        k = len(self._values)
+        self._values.append(int(v))
+        x = self.b.load(self.b.gep(self._table, [self.entry.i64(8 * k)], source_etype=I8, inbounds=True),
+                        typ=I64, align=8)
+        return x if typ.width == 64 else self.b.trunc(x, typ)
 
     def function(self, name: str, arg_types, ret=None) -> KernelBuilder:
         """A new internal kernel function (its name made unique)."""
@@ -349,11 +366,14 @@ class Codegen:
         self._phase(fn, args, single)
 
     def _phase(self, fn, args, single: bool):
+        one_chunk = single and _one_chunk(args)
+        if one_chunk:  # a split kernel run as one chunk: whether it is, is a value (see PhaseEmitter)
+            args, single = [*args[:-2], self.tid, self.nth], False
         if not single and (len(args) < 2 or args[-2] is not self.tid or args[-1] is not self.nth):
             raise BackendError(f"{fn.name}: a split kernel takes (cg.tid, cg.nth) as its last arguments")
         index = len(self._sync.phases)
         self._sync.phase(self._accesses(self.instr), single, index - 1 if index > self._first_phase else None,
-                         fn, args)
+                         fn, args, one_chunk)
 
     # -- building --------------------------------------------------------------------------------
     def build(self) -> tuple[str, np.ndarray]:
@@ -371,6 +391,8 @@ class Codegen:
                 self.timer.stop(k, start)
         self._sync.finish()
         self.entry.finish()
+        at = self._append(np.array(self._values or [0], np.int64), 8)
+        self._weights.window(0, (1,), np.int64)[0] = at
         return str(self.module), self._blob()
 
     @property
@@ -517,6 +539,13 @@ class _Blob:
             with contextlib.suppress(OSError, ValueError):
                 self._map.madvise(mmap.MADV_HUGEPAGE)
         return self._view[:max(self._size, 1)]
+
+
+def _one_chunk(args) -> bool:
+    """Whether a call's last two arguments are the constants (0, 1): a split kernel's
+    (tid, nthreads) for one chunk, what emitters pass for work too small to share."""
+    return (len(args) >= 2 and all(isinstance(a, ir.Constant) and isinstance(a.type, ir.IntType)
+                                   and a.type.width == 64 and a.constant == v for a, v in zip(args[-2:], (0, 1))))
 
 
 def _empty(o) -> bool:

@@ -24,6 +24,7 @@ no thread is inside the entry any more (pool.py). x86-64 Linux only (pause, the 
 from __future__ import annotations
 
 import llvmlite.ir as ir
+import numpy as np
 
 from .irutil import I64, PTR, VOID, KernelBuilder
 
@@ -93,14 +94,17 @@ class PhaseEmitter:
 
     The entry holds one call per phase, to a *runner*: an internal function, one per kernel
     signature, that takes the kernel's address, its arguments, the phase's slot and its waits
-    (a constant table), and does the above. Inlined into the entry, the claim loop and its waits
+    (an array placed with the weights), and does the above. Inlined into the entry, the claim loop and its waits
     were about 45 lines of IR per phase: ResNet-50 lowered to the primitive floor (368 phases)
     had a megabyte of entry IR, the longest object to compile. A runner calls its kernel through
     a pointer, once per chunk: nanoseconds against a kernel's microseconds.
     """
 
-    def __init__(self, kb: KernelBuilder, state, tid, nth):
+    def __init__(self, kb: KernelBuilder, state, tid, nth, value, array):
+        """`value(int, type)`: an integer the entry reads from data rather than its code;
+        `array(np.ndarray, align)`: a pointer to an array placed with the weights."""
         self.kb, self.state, self.tid, self.nth = kb, state, tid, nth
+        self._value, self._array = value, array
         self.phases = Phases()
         b = kb.b
         self.serial = b.icmp_signed("==", nth, kb.i64(1))
@@ -108,44 +112,41 @@ class PhaseEmitter:
         self._wait = _wait_function(kb.module)
         self._wake = _wake_function(kb.module)
         self._runners: dict[tuple, ir.Function] = {}
-        self._tables: dict[tuple, ir.Value] = {}
 
     @property
     def state_bytes(self) -> int:
         return max(len(self.phases), 1) * SLOT_BYTES
 
-    def phase(self, accesses, single: bool, after: int | None, fn: ir.Function, args):
+    def phase(self, accesses, single: bool, after: int | None, fn: ir.Function, args, one_chunk: bool = False):
         """The next phase: a call of kernel `fn` with `args`; unless `single`, its last two
-        arguments are (tid, nthreads), which a chunk replaces with (chunk, nchunks). `accesses`
-        and `after` as for Phases.add."""
+        arguments are (tid, nthreads), which a chunk replaces with (chunk, nchunks);
+        `one_chunk`: such a kernel run as one chunk (too little work to share). `accesses` and
+        `after` as for Phases.add.
+
+        Everything here that depends on sizes is data, not code: the kernel's integer
+        arguments, `one_chunk` and the waits (`value`, `array`), so two shapes with the same
+        sequence of kernels get the same entry text."""
         kb = self.kb
         index = len(self.phases)
-        waits = self.phases.add(accesses, single, after)
-        fixed = list(args) if single else list(args[:-2])
+        waits = self.phases.add(accesses, single or one_chunk, after)
+        fixed = [self._value(a.constant, a.type) if isinstance(a, ir.Constant) and isinstance(a.type, ir.IntType)
+                 else a for a in (args if single else args[:-2])]
         runner = self._runner(fn.function_type, single)
-        table = self._table(tuple(q << 1 | self.phases.single[q] for q in waits))
-        kb.b.call(runner, [_address(fn), *fixed, self.state, kb.i64(index), self.tid, self.nth, table,
-                           kb.i64(len(waits))])
+        one = [] if single else [self._value(int(one_chunk))]
+        kb.b.call(runner, [_address(fn), *fixed, self.state, kb.i64(index), self.tid, self.nth, *one,
+                           *self._waits_of(waits)])
 
     def finish(self):
         """At the end of the entry: thread 0 (the caller) returns only when every phase is done."""
         b = self.kb.b
+        waits = self._waits_of(self.phases.final())
         with b.if_then(b.and_(b.not_(self.serial), b.icmp_signed("==", self.tid, self.kb.i64(0)))):
-            for q in self.phases.final():
-                target = self.kb.i64(1) if self.phases.single[q] else self.chunks
-                _wait_for(self.kb, self._wait, self.kb.ptr(self.state, q * SLOT_BYTES // 8 + DONE, I64), target)
+            _wait_all(self.kb, self._wait, self.state, *waits, self.chunks)
 
-    def _table(self, waits: tuple) -> ir.Value:
-        """A constant i64 table of waits (phase << 1 | single), shared by the phases with the same."""
-        if not waits:
-            return ir.Constant(PTR, None)
-        table = self._tables.get(waits)
-        if table is None:
-            gv = ir.GlobalVariable(self.kb.module, ir.ArrayType(I64, len(waits)), f"glow_waits.{len(self._tables)}")
-            gv.linkage, gv.global_constant = "internal", True
-            gv.initializer = ir.Constant(gv.value_type, list(waits))
-            table = self._tables[waits] = _address(gv)
-        return table
+    def _waits_of(self, phases: list[int]) -> tuple[ir.Value, ir.Value]:
+        """(pointer to an i64 array of phase << 1 | single, its length) for waiting on `phases`."""
+        codes = [q << 1 | self.phases.single[q] for q in phases]
+        return self._array(np.array(codes or [0], np.int64), 8), self._value(len(codes))
 
     def _runner(self, kernel: ir.FunctionType, single: bool) -> ir.Function:
         """`void runner(ptr kernel, <kernel's arguments but (tid, nth)>, ptr state, i64 phase,
@@ -156,25 +157,21 @@ class PhaseEmitter:
         if runner is not None:
             return runner
         kb = KernelBuilder(self.kb.module, f"glow_phase.{len(self._runners)}",
-                           [PTR, *fixed, PTR, I64, I64, I64, PTR, I64], internal=True)
+                           [PTR, *fixed, PTR, I64, I64, I64, *([] if single else [I64]), PTR, I64], internal=True)
         kb.fn.attributes.add("nounwind")
         b = kb.b
         target, args = _Callee(kb.args[0], kernel), list(kb.args[1:1 + len(fixed)])
-        state, index, tid, nth, waits, nwaits = kb.args[1 + len(fixed):]
-        with b.if_else(b.icmp_signed("==", nth, kb.i64(1))) as (one, many):
-            with one:
+        state, index, tid, nth, *one, waits, nwaits = kb.args[1 + len(fixed):]
+        with b.if_else(b.icmp_signed("==", nth, kb.i64(1))) as (alone, many):
+            with alone:
                 b.call(target, args if single else args + [tid, nth])
             with many:
                 chunks = b.mul(nth, kb.i64(CHUNKS_PER_THREAD))
-                n = kb.i64(1) if single else chunks
+                n = kb.i64(1) if single else b.select(b.icmp_signed("!=", one[0], kb.i64(0)), kb.i64(1), chunks)
                 slot = b.mul(index, kb.i64(SLOT_BYTES // 8))
                 claim, done = kb.ptr(state, slot, I64), kb.ptr(state, b.add(slot, kb.i64(DONE)), I64)
                 with b.if_then(b.icmp_signed("<", b.load_atomic(claim, "monotonic", 8, typ=I64), n)):
-                    with kb.loop(0, nwaits, name="w", unroll=False) as w:
-                        code = kb.load(waits, w, I64, align=8)
-                        q = b.mul(b.ashr(code, kb.i64(1)), kb.i64(SLOT_BYTES // 8))
-                        short = b.select(b.trunc(code, ir.IntType(1)), kb.i64(1), chunks)
-                        _wait_for(kb, self._wait, kb.ptr(state, b.add(q, kb.i64(DONE)), I64), short)
+                    _wait_all(kb, self._wait, state, waits, nwaits, chunks)
                     head = kb.fn.append_basic_block("claim")
                     body = kb.fn.append_basic_block("run")
                     end = kb.fn.append_basic_block("end")
@@ -205,12 +202,23 @@ class SerialEmitter:
         self.kb = kb
         self.phases = Phases()
 
-    def phase(self, accesses, single: bool, after: int | None, fn: ir.Function, args):
-        self.phases.add(accesses, single, after)
-        self.kb.b.call(fn, args)
+    def phase(self, accesses, single: bool, after: int | None, fn: ir.Function, args, one_chunk: bool = False):
+        self.phases.add(accesses, single or one_chunk, after)
+        self.kb.b.call(fn, args)  # (tid, nthreads) are the entry's (0, 1)
 
     def finish(self):
         pass
+
+
+def _wait_all(kb: KernelBuilder, wait: ir.Function, state, waits, nwaits, chunks):
+    """Wait until each phase of the array `waits` (nwaits codes phase << 1 | single) has all its
+    chunks (1 if single, else `chunks`) done."""
+    b = kb.b
+    with kb.loop(0, nwaits, name="w", unroll=False) as w:
+        code = kb.load(waits, w, I64, align=8)
+        q = b.mul(b.ashr(code, kb.i64(1)), kb.i64(SLOT_BYTES // 8))
+        short = b.select(b.trunc(code, ir.IntType(1)), kb.i64(1), chunks)
+        _wait_for(kb, wait, kb.ptr(state, b.add(q, kb.i64(DONE)), I64), short)
 
 
 def _wait_for(kb: KernelBuilder, wait: ir.Function, done, target):
