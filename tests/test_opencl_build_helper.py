@@ -133,3 +133,16 @@ def test_a_bad_glow_opencl_helper_is_a_one_line_error(tmp_path):
     assert p.returncode == 2
     err = p.stderr.strip().splitlines()
     assert len(err) == 1 and "GLOW_OPENCL_HELPER must be 0 or 1, got 'yes'" in err[0]
+
+
+def test_no_helper_where_sys_executable_is_not_python(monkeypatch):
+    """In an application that embeds Python, sys.executable is the application: starting it
+    with `-m glow...` would start another copy of the application."""
+    from glow.backends.opencl import build_helper
+    from glow.backends.opencl.backend import OpenCLBackend
+
+    dev = OpenCLBackend()._cl_devices()[0]
+    monkeypatch.setattr(sys, "executable", "/opt/someapp/bin/someapp")
+    assert not build_helper.worth_starting(dev)
+    monkeypatch.setattr(sys, "executable", "")
+    assert not build_helper.worth_starting(dev)

@@ -52,13 +52,16 @@ def enabled() -> bool:
 
 def worth_starting(dev) -> bool:
     """Whether a helper can save time for `dev` (a runtime.ClDevice): PoCL's CPU device (other
-    drivers build every kernel in clBuildProgram), its kernel cache on, two or more cores."""
+    drivers build every kernel in clBuildProgram), its kernel cache on, two or more cores, and a
+    Python interpreter to run it with (in an application that embeds Python, sys.executable is
+    the application)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         cores = os.cpu_count() or 1
     return (dev.is_cpu and "Portable Computing Language" in dev.device.platform.name
-            and os.environ.get("POCL_KERNEL_CACHE", "1").strip() != "0" and cores >= 2)
+            and os.environ.get("POCL_KERNEL_CACHE", "1").strip() != "0" and cores >= 2
+            and os.path.basename(sys.executable or "").lower().startswith("python"))
 
 
 class BuildHelper:
