@@ -57,11 +57,8 @@ def test_the_helper_builds_every_kernel_it_takes_into_pocls_cache(tmp_path):
         os.environ["POCL_CACHE_DIR"] = os.environ["HELPER_CACHE"]  # the helper's cache: empty
         helper = build_helper.BuildHelper(dev.index, dev.device.name)
         layout = exe.compiled.layout
-        kernels = []
-        for k in exe.compiled.program.kernels.values():
-            args, g, loc = _warm_launch(k, layout)
-            kernels.append([k.name, [int(a) for a in args if a.dtype == np.uint64],
-                            [int(a) for a in args if a.dtype == np.int32], g, loc])
+        kernels = build_helper.job_kernels([(k, *_warm_launch(k, layout))
+                                            for k in exe.compiled.program.kernels.values()])
         job = helper.submit(exe.compiled.program.source, layout.total, kernels)
         built = job.wait(0)
         helper.close()

@@ -17,10 +17,11 @@ helper that dies, lags or never started costs time, never a result. GLOW_OPENCL_
 it off.
 
 Protocol, one JSON object per line. To the helper: {"device": index, "name": device name} once,
-then per executable {"job": id, "source": ..., "size": bytes, "kernels": [[name, [uint64
-offsets], [int32 values], global size, local size or null], ...]} and {"taken": [job, i]} as the
-executable starts its kernel i. From the helper: {"claim": [job, i]} before it builds kernel i,
-{"done": [job, i]} after, {"end": job} when it stops taking kernels of that job.
+then per executable {"job": id, "source": ..., "size": bytes, "kernels": [[name, [[numpy dtype,
+value] of each argument after the buffer], global size, local size or null], ...]} (`job_kernels`)
+and {"taken": [job, i]} as the executable starts its kernel i. From the helper: {"claim": [job,
+i]} before it builds kernel i, {"done": [job, i]} after, {"end": job} when it stops taking
+kernels of that job.
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ def enabled() -> bool:
     if env not in ("0", "1"):
         raise BackendError(f"GLOW_OPENCL_HELPER must be 0 or 1, got {env!r}")
     return env == "1"
+
+
+def job_kernels(warm) -> list:
+    """The "kernels" of a job from an executable's warming launches [(kernel, arguments after
+    the buffer, global size, local size)]."""
+    return [[k.name, [[a.dtype.str, int(a)] for a in args], list(g), loc] for k, args, g, loc in warm]
 
 
 def worth_starting(dev) -> bool:
@@ -248,9 +255,9 @@ def build_from_end(cl, ctx, q, job: dict, say, mine) -> None:
         if not mine(jid, i):
             break
         say({"claim": [jid, i]})
-        name, offsets, ints, gsize, local = kernels[i]
+        name, args, gsize, local = kernels[i]
         kern = cl.Kernel(prg, name)
-        kern.set_args(mem, *(np.uint64(o) for o in offsets), *(np.int32(v) for v in ints))
+        kern.set_args(mem, *(np.dtype(t).type(v) for t, v in args))
         cl.enqueue_nd_range_kernel(q, kern, gsize, local)
         q.finish()
         say({"done": [jid, i]})

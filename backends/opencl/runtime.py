@@ -132,10 +132,7 @@ class ClExecutable(Executable):
         if dev.helper is not None and len(warm) >= build_helper.MIN_KERNELS and not built_before:
             # The build helper builds the program too, now a hit of PoCL's disk cache (the same
             # source, just built), and then the kernels from the far end.
-            job = dev.helper.submit(compiled.program.source, layout.total,
-                                    [[k.name, [int(a) for a in args if a.dtype == np.uint64],
-                                      [int(a) for a in args if a.dtype == np.int32], g, loc]
-                                     for k, args, g, loc in warm])
+            job = dev.helper.submit(compiled.program.source, layout.total, build_helper.job_kernels(warm))
         self.launches = []
         self.launch_instrs = [k.instr for k in compiled.program.launches]  # for profiles
         for k in compiled.program.launches:
