@@ -351,9 +351,11 @@ class SpecializingExecutable(Executable):
             return True
 
     def _compile(self, feeds) -> Executable:
+        from .specialize import sizes_varying, symbolic_sizes
+
         t0 = time.perf_counter()
         while True:
-            with compiling():
+            with compiling(), sizes_varying(symbolic_sizes(self.graph, feeds)):
                 g = self.specialized_graph(feeds)
                 try:
                     exe = self.compile_static(g)

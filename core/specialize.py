@@ -11,9 +11,13 @@ ids, attention masks, gather indices are never specialised on.
     deferrable(node, has_code)        whether a code-generating backend leaves `node` to this
     specialize(graph, feeds, names)   the static graph for these feeds, `names` made constants
     signature(graph, feeds, names)    its cache key
+    varying(size)                     whether `size` is one a symbolic dim takes in this compile
 """
 
 from __future__ import annotations
+
+import contextlib
+import contextvars
 
 import numpy as np
 
@@ -251,3 +255,37 @@ def specialize(graph: Graph, feeds: dict, values=frozenset()) -> tuple[Graph, di
             nv = rb.add1("Identity", [nv], name=f"{v.name}/keep_name", output_names=[v.name])
         outputs.append(nv)
     return rb.build(outputs, doc=graph.doc, meta=graph.meta), remaining
+
+
+#: The sizes the graph's symbolic input dims take in the specialisation being compiled.
+_VARYING: contextvars.ContextVar[frozenset] = contextvars.ContextVar("glow_varying_sizes", default=frozenset())
+
+
+def symbolic_sizes(graph: Graph, feeds: dict) -> frozenset[int]:
+    """The sizes (> 1) that `feeds` give the symbolic dims of `graph`'s inputs."""
+    sizes = set()
+    for v in graph.inputs:
+        a, shape = feeds.get(v.name), getattr(v.type, "shape", None)
+        if isinstance(a, np.ndarray) and shape is not None and len(shape) == a.ndim:
+            sizes.update(n for d, n in zip(shape, a.shape) if not isinstance(d, int) and n > 1)
+    return frozenset(sizes)
+
+
+@contextlib.contextmanager
+def sizes_varying(sizes: frozenset[int]):
+    """Compile with `sizes` marked as varying from one call to the next (see `varying`)."""
+    token = _VARYING.set(frozenset(sizes))
+    try:
+        yield
+    finally:
+        _VARYING.reset(token)
+
+
+def varying(size: int) -> bool:
+    """Whether `size` is one that a symbolic input dim (a batch, a sequence length) takes in the
+    specialisation under way. A kernel generator then makes code that serves any size there (it
+    reads the size at run time, picks a register tile for any width) instead of code for this
+    size alone, so the next batch or sequence length finds its code compiled. A hint by value,
+    not a proof: a static dim of the same size is treated alike, which costs a little speed,
+    never correctness (the sizes themselves always come from the kernel's table)."""
+    return size in _VARYING.get()

@@ -250,3 +250,23 @@ def test_a_new_batch_size_compiles_no_code(monkeypatch, tmp_path):
         if batch == 2:
             assert exe.stats["objects_compiled"] > 1, exe.stats
     assert exe.stats["objects_compiled"] == 0, exe.stats
+
+
+@pytest.mark.parametrize("make", [encoder, decoder], ids=["encoder", "decoder"])
+def test_a_new_sequence_length_compiles_no_code(make, monkeypatch, tmp_path):
+    """Sizes that a symbolic dim takes are compiled as varying (glow.specialize.varying): the
+    attention MatMuls take a register tile chosen for any width and mask their last panel,
+    and short loops over the sequence read their length. A new sequence length, longer or
+    shorter than a register tile, then finds every object compiled before."""
+    monkeypatch.setenv("GLOW_CACHE_DIR", str(tmp_path))  # an empty object cache
+    model = make(layers=1, hidden=32, heads=2, ffn=64, vocab=100, dynamic=True)
+    exe, ref = glow.compile(model, backend="cpu"), glow.compile(model, backend="reference")
+    rng = np.random.default_rng(6)
+    for batch, seq in ((2, 20), (2, 36), (3, 9), (4, 47)):
+        feeds = token_feeds(model, batch, seq, rng, vocab=100)
+        (got,), (want,) = exe.run(feeds).values(), ref.run(feeds).values()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        if seq == 20:
+            assert exe.stats["objects_compiled"] > 1, exe.stats
+        else:
+            assert exe.stats["objects_compiled"] == 0, (seq, exe.stats)

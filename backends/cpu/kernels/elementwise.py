@@ -16,6 +16,7 @@ import functools
 import numpy as np
 from glow import dtypes as dt
 from glow.ir.instr import WEIGHT, Buffer, Expr
+from glow.specialize import varying
 
 from ..codegen import cpu_kernel, has_ltype
 from ..irutil import I64, PTR, VEC
@@ -112,7 +113,7 @@ def emit_strided(cg, name: str, shape, accesses: list, body, *, single: bool | N
     depth = len(sizes)
     table = cg.weight(np.array(sizes + [x for st in strides for x in st], np.int64))
     # what the code below depends on, besides the body: see short_inner and inner_fixed
-    short_inner = depth > 1 and sizes[-1] < INNER_SHARED
+    short_inner = _short_inner(sizes)
     args = [cg.ptr(a.operand, a.offset * a.dtype.itemsize) for a in present] + [table]
     single = numel < PARALLEL_MIN if single is None else single
     args += [cg.entry.i64(0), cg.entry.i64(1)] if single else [cg.tid, cg.nth]
@@ -125,6 +126,13 @@ def emit_strided(cg, name: str, shape, accesses: list, body, *, single: bool | N
         cg.call_memo(key, make, args, single=single)
 
 
+def _short_inner(sizes) -> bool:
+    """Whether a nest's innermost loop is short enough to compile with its size as a constant
+    (LLVM unrolls it), unless that size is a sequence length or batch that varies between calls
+    (glow.specialize.varying): then the size is read, and one kernel serves every length."""
+    return len(sizes) > 1 and sizes[-1] < INNER_SHARED and not varying(sizes[-1])
+
+
 def _build_nest(cg, name, sizes, strides, accesses, body):
     present = [a for a in accesses if a is not None]
     depth = len(sizes)
@@ -135,7 +143,7 @@ def _build_nest(cg, name, sizes, strides, accesses, body):
     # what a new batch changes (a [batch, seq] mask's cast), and a lone vector loop loses nothing.
     # A long strided innermost loop keeps its strides but reads its size (a transformer's K
     # transposed over every sequence length).
-    short_inner = depth > 1 and sizes[-1] < INNER_SHARED
+    short_inner = _short_inner(sizes)
     inner_fixed = short_inner or any(st[-1] not in (0, 1) for st in strides)
     size_of = [kb.i64(sizes[d]) if d == depth - 1 and short_inner else kb.load(geo, d, I64, align=8)
                for d in range(depth)]

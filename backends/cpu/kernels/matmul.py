@@ -15,6 +15,7 @@ import llvmlite.ir as ir
 import numpy as np
 from glow import dtypes as dt
 from glow.ir.instr import Expr
+from glow.specialize import varying
 
 from ..codegen import cpu_kernel, has_ltype, ltype, weight_data
 from ..irutil import F32, I64, PTR
@@ -42,16 +43,20 @@ def matmul_shape(a_shape, b_shape, packed: bool) -> tuple[GemmShape, bool]:
     a = (1,) + tuple(a_shape) if len(a_shape) == 1 else tuple(a_shape)
     b = tuple(b_shape) + (1,) if len(b_shape) == 1 else tuple(b_shape)
     M, K, N = a[-2], a[-1], b[-1]
-    mr, nv = choose_tile(N)
+    # a size a symbolic input dim takes gets code for any size (one kernel for every length)
+    n_varies = not packed and varying(N)
+    mr, nv = choose_tile(N, n_varies)
     if all(d == 1 for d in b[:-2]):  # one B: A's batch rows are just more rows
-        return GemmShape(int(np.prod(a[:-1])), N, K, packed=packed, mr=mr, nv=nv), True
+        rows = int(np.prod(a[:-1]))
+        return GemmShape(rows, N, K, packed=packed, mr=mr, nv=nv, m_varies=varying(rows), n_varies=n_varies), True
     rank = max(len(a), len(b)) - 2
     ab, bb = (1,) * (rank - len(a) + 2) + a[:-2], (1,) * (rank - len(b) + 2) + b[:-2]
     batch = tuple(max(x, y) for x, y in zip(ab, bb))
     sa, sb = _strides(ab, M * K), _strides(bb, 1 if packed else K * N)
     a_b = tuple(0 if ab[i] == 1 else sa[i] for i in range(rank))
     b_b = tuple(0 if bb[i] == 1 else sb[i] for i in range(rank))
-    return GemmShape(M, N, K, batch, a_b, b_b, packed=packed, mr=mr, nv=nv), False
+    return GemmShape(M, N, K, batch, a_b, b_b, packed=packed, mr=mr, nv=nv, m_varies=varying(M),
+                     n_varies=n_varies), False
 
 
 def _packable(b) -> bool:
@@ -202,19 +207,21 @@ def emit_gemm_op(cg, instr):
     K = a.type.shape[1]
     alpha, beta = instr.attrs.get("alpha", 1.0), instr.attrs.get("beta", 1.0)
     node_c = _gemm_c_kind(_InstrView(instr))
-    mr, nv = choose_tile(N)
     data = weight_data(b)
-    if data is not None and b.type.nbytes <= MAX_PACKED_BYTES:
+    packed = data is not None and b.type.nbytes <= MAX_PACKED_BYTES
+    n_varies = not packed and varying(N)
+    mr, nv = choose_tile(N, n_varies)
+    if packed:
         bm = np.asarray(data, np.float32)
         if alpha != 1.0:
             bm = bm * np.float32(alpha)
-        s = GemmShape(M, N, K, packed=True, mr=mr, nv=nv)
+        s = GemmShape(M, N, K, packed=True, mr=mr, nv=nv, m_varies=varying(M))
         transposed = bool(instr.attrs.get("transB", 0))
         bp = cg.weight_out(packed_shape(*(bm.shape[::-1] if transposed else bm.shape), s.nr), np.float32,
                            lambda panels: pack_b(bm, s.nr, transposed=transposed, out=panels))
     else:
         bp = cg.ptr(b)
-        s = GemmShape(M, N, K, packed=False, mr=mr, nv=nv)
+        s = GemmShape(M, N, K, packed=False, mr=mr, nv=nv, m_varies=varying(M), n_varies=n_varies)
     bias = None
     if node_c == "bias":
         c = np.asarray(weight_data(instr.inputs[2]), np.float32).reshape(-1)

@@ -204,8 +204,12 @@ def render_gather(w, instr, params):
     inner = int(np.prod(x.type.shape[axis + 1:], dtype=np.int64))
     d, ni = x.type.shape[axis], max(ind.type.numel, 1)
     pi = w.arg(ind)
-    w.line(f"const int outer = {i} / {ni * inner};")
-    w.line(f"const int j = ({i} / {inner}) % {ni};")
+    if axis == 0:  # an embedding lookup: no outer dim, and no index count in the code (a new
+        w.line("const int outer = 0;")  # batch of token ids finds this kernel built)
+        w.line(f"const int j = {i} / {inner};" if inner > 1 else f"const int j = {i};")
+    else:
+        w.line(f"const int outer = {i} / {ni * inner};")
+        w.line(f"const int j = ({i} / {inner}) % {ni};")
     ll = w.r.storage(dt.int64)  # int64 indices stay 64-bit: 2**32 + 1 is not 1
     w.line(f"{ll} k = {pi}[j];")
     # A negative index counts from the end; anything still outside is an error: recorded for
