@@ -13,6 +13,7 @@ from . import (
     rules_movement,  # noqa: F401
     rules_nn,  # noqa: F401
     rules_pool,  # noqa: F401
+    rules_qlinear,  # noqa: F401
     rules_quant,  # noqa: F401
     rules_recurrent,  # noqa: F401
     rules_reduce,  # noqa: F401

@@ -206,11 +206,16 @@ def lower_dynamic_quantize_linear(rb, node, ins):
 
 @lowering("MatMulInteger")
 def lower_matmul_integer(rb, node, ins):
+    # With a constant 2-D B and 8-bit A: float32 MatMuls over slices of K whose partial sums are
+    # provably integers below 2^24 (f32_slices on B's columns), added in int32. Otherwise
     # (A - a_zero_point) @ (B - b_zero_point) in int32: 8-bit differences are exact, and int32
     # products wrap exactly as the reference's int64 sums cast to int32 do.
     a, b, azp, bzp = (list(ins) + [None, None])[:4]
     if a.type.shape is None:
         return None
+    exact = _matmul_integer_f32(rb, a, b, azp, bzp)
+    if exact is not None:
+        return [exact]
     if azp is not None:
         azp = row_param(rb, cast(rb, azp, dt.int32), len(a.type.shape))
         if azp is None:
@@ -220,6 +225,48 @@ def lower_matmul_integer(rb, node, ins):
     if bzp is not None:
         cb = op1(rb, "Sub", cb, cast(rb, bzp, dt.int32))
     return [op1(rb, "MatMul", ca, cb)]
+
+
+def _matmul_integer_f32(rb, a, b, azp, bzp):
+    """MatMulInteger as exact float32 MatMuls over K slices, or None where that is not proven:
+    a constant 2-D B bounds each column's sums by its own values (f32_slices); a B known only at
+    run time (attention's Q @ K^T) by the widths of both types, |a| * |b| per term."""
+    xa = _x_bound(a, azp)
+    if xa is None or len(a.type.shape) < 2 or b.type.shape is None or len(b.type.shape) < 2:
+        return None
+    k = b.type.shape[-2]
+    f32 = dt.float32
+    if b.known is not None and len(b.type.shape) == 2 and (bzp is None or bzp.known is not None) \
+            and b.type.dtype in INT8S:
+        cb = np.asarray(b.known, np.int64)
+        if bzp is not None:
+            cb = cb - np.asarray(bzp.known, np.int64)  # 0-d, or one per column
+        slices = f32_slices(cb.T, xa, 1)  # per output column, summed over K
+        if slices is None:
+            return None
+        parts_b = [rb.constant(np.ascontiguousarray(cb[lo:hi]).astype(np.float32), name="b") for lo, hi in slices]
+    else:
+        xb = _x_bound(b, bzp)
+        if xb is None or not isinstance(k, int) or (bzp is not None and bzp.type.shape not in ((), (1,))):
+            return None
+        step = (F32_EXACT - 1) // (xa * xb)
+        slices = [(lo, min(lo + step, k)) for lo in range(0, k, step)] or [(0, 0)]
+        if len(slices) > MAX_F32_SLICES:
+            return None
+        cb = cast(rb, b, f32)
+        if bzp is not None:
+            cb = op1(rb, "Sub", cb, cast(rb, bzp, f32))
+        parts_b = [cb if len(slices) == 1 else op1(rb, "Slice", cb, ints(rb, [lo]), ints(rb, [hi]), ints(rb, [-2]))
+                   for lo, hi in slices]
+    ca = cast(rb, a, f32)
+    if azp is not None:
+        ca = op1(rb, "Sub", ca, row_param(rb, cast(rb, azp, f32), len(a.type.shape)))
+    out = None
+    for (lo, hi), pb in zip(slices, parts_b):
+        pa = ca if len(slices) == 1 else op1(rb, "Slice", ca, ints(rb, [lo]), ints(rb, [hi]), ints(rb, [-1]))
+        y = cast(rb, op1(rb, "MatMul", pa, pb), dt.int32)
+        out = y if out is None else op1(rb, "Add", out, y)
+    return out
 
 
 @lowering("QLinearMatMul")
@@ -251,14 +298,84 @@ def _conv_attrs(node):
                                        "strides")}
 
 
+#: float32 holds every integer below this exactly.
+F32_EXACT = 1 << 24
+#: At most this many input-channel slices for an exact float32 ConvInteger (else float64).
+MAX_F32_SLICES = 8
+
+
+def _x_bound(x, xzp) -> int | None:
+    """The largest |x - x_zero_point| an 8-bit x can have (None: not 8-bit, or a zero point
+    known only at run time, bounded by the type's width)."""
+    if x.type.dtype not in INT8S:
+        return None
+    lo, hi = int_range(x.type.dtype)
+    if xzp is None:
+        return max(-lo, hi)
+    if xzp.known is None:
+        return hi - lo
+    z = np.asarray(xzp.known, np.int64).reshape(-1)  # per tensor, or per row of a MatMul's A
+    return int(max((z - lo).max(), (hi - z).max()))
+
+
+def f32_slices(cw: np.ndarray, x_bound: int, group: int) -> list[tuple[int, int]] | None:
+    """Input-channel ranges [(lo, hi)] of a centered integer weight cw [M, C/group, k...] (a
+    MatMul's B as [N, K]) such that every partial sum of a float32 convolution over one range is
+    an integer below 2^24 in magnitude (for inputs |x| <= x_bound), so exact in any order; None
+    if that needs more than MAX_F32_SLICES ranges, or any range for a grouped convolution (its
+    channels are not split)."""
+    per_channel = np.abs(cw.astype(np.int64)).reshape(cw.shape[0], cw.shape[1], -1).sum(axis=2)  # [M, C]
+    limit = (F32_EXACT - 1) // max(x_bound, 1)
+    slices, lo, run = [], 0, np.zeros(cw.shape[0], np.int64)
+    for c in range(cw.shape[1]):
+        if (run + per_channel[:, c]).max() > limit:
+            if c == lo:
+                return None  # one channel alone is too much
+            slices.append((lo, c))
+            lo, run = c, np.zeros_like(run)
+        run = run + per_channel[:, c]
+    slices.append((lo, cw.shape[1]))
+    if len(slices) > MAX_F32_SLICES or (group != 1 and len(slices) > 1):
+        return None
+    return slices
+
+
+def _conv_integer_f32(rb, node, x, xzp, cw: np.ndarray, slices):
+    """ConvInteger as float32 Convs over input-channel slices, each exact (f32_slices), their
+    results added in int32, which wraps as the reference's int64 sums cast to int32 do."""
+    f32 = dt.float32
+    cx = cast(rb, x, f32)  # 8-bit values, and their differences, are exact in float32
+    if xzp is not None:
+        cx = op1(rb, "Sub", cx, first_element(rb, cast(rb, xzp, f32)))
+    out = None
+    for lo, hi in slices:
+        part = cx if (lo, hi) == (0, cw.shape[1]) else op1(rb, "Slice", cx, ints(rb, [lo]), ints(rb, [hi]),
+                                                            ints(rb, [1]))
+        w = rb.constant(np.ascontiguousarray(cw[:, lo:hi]).astype(np.float32), name="w")
+        y = cast(rb, rb.emit1("Conv", [part, w], _conv_attrs(node)), dt.int32)
+        out = y if out is None else op1(rb, "Add", out, y)
+    return out
+
+
 @lowering("ConvInteger")
 def lower_conv_integer(rb, node, ins):
-    # A float64 Conv of the centered inputs (lowered by Conv's own rule): every partial sum of
-    # 8-bit products is an integer below 2^53, so it is exact and casts to int32 unchanged. The
-    # zero points are subtracted before padding, so padding contributes 0, as ONNX defines.
+    # With a constant weight and 8-bit data, float32 Convs over input-channel slices whose every
+    # partial sum is provably an integer below 2^24 (f32_slices): exact, and float32 speed.
+    # Otherwise a float64 Conv of the centered inputs (lowered by Conv's own rule): every partial
+    # sum of 8-bit products is an integer below 2^53, so it is exact and casts to int32 unchanged.
+    # The zero points are subtracted before padding, so padding contributes 0, as ONNX defines.
     x, w, xzp, wzp = (list(ins) + [None, None])[:4]
     if w.type.shape is None:
         return None
+    xb = _x_bound(x, xzp)
+    if xb is not None and w.known is not None and w.type.dtype in INT8S and (wzp is None or wzp.known is not None):
+        cw = np.asarray(w.known, np.int64)
+        if wzp is not None:
+            z = np.asarray(wzp.known, np.int64).reshape(-1)
+            cw = cw - (z.reshape([-1] + [1] * (cw.ndim - 1)) if z.size > 1 else z[0])
+        slices = f32_slices(cw, xb, node.attrs["group"])
+        if slices is not None:
+            return [_conv_integer_f32(rb, node, x, xzp, cw, slices)]
     f64 = dt.float64
     cx, cw = cast(rb, x, f64), cast(rb, w, f64)
     if xzp is not None:

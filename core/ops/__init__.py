@@ -17,6 +17,7 @@ from . import (  # noqa: F401  (registration side effects)
     movement,
     normalization,
     pool,
+    qlinear,
     quant,
     random,
     recurrent,

@@ -129,6 +129,12 @@ RECORDS += [
     OpRecord("MatMulInteger", [In((2, 3, 8), *U8), In((8, 4), *I8)], name="batched-no-zps"),
     OpRecord("MatMulInteger", [In((6,), *I8), In((2, 6, 3), *I8), _s(-1, "int8")], name="1d-a"),
     OpRecord("MatMulInteger", [In((3, 4), *U8), In((4,), *U8), None, _s(7, "uint8")], name="1d-b"),
+    # Sums past 2^24 (int8 data near its top, odd weights): float32 MatMuls over slices of K must
+    # each stay exact (rules_quant.f32_slices), with a constant B and with B known at run time.
+    OpRecord("MatMulInteger", [In((3, 1200), "int8", 120, 127), Const(np.full((1200, 4), -127, np.int8))],
+             name="f32-slices-constant-b"),
+    OpRecord("MatMulInteger", [In((3, 1200), "int8", 120, 127), In((1200, 2), "int8", -128, -120)],
+             name="f32-slices-runtime-b"),
 ]
 
 # -- QLinearMatMul ---------------------------------------------------------------------------------
@@ -164,6 +170,15 @@ RECORDS += [
                              _s(-1, "int8")], {"group": 2, "strides": [2, 1]}, name="group-stride"),
     OpRecord("ConvInteger", [In((1, 2, 7), *U8), In((3, 2, 3), *I8)],
              {"auto_pad": "SAME_UPPER", "dilations": [2]}, name="1d-same-dilated"),
+    # Constant weights: exact float32 Convs over input-channel slices (sums here pass 2^24), or
+    # float64 where more than MAX_F32_SLICES slices would be needed.
+    OpRecord("ConvInteger", [In((1, 128, 5, 5), "int8", 120, 127), Const(np.full((2, 128, 3, 3), -127, np.int8))],
+             name="f32-two-slices"),
+    OpRecord("ConvInteger", [In((1, 8, 5, 5), *U8), Const(np.arange(-36, 36, dtype=np.int8).reshape(2, 4, 3, 3)),
+                             _s(128, "uint8"), _s(1, "int8")], {"group": 2, "pads": [1, 1, 1, 1]},
+             name="f32-grouped-zero-points"),
+    OpRecord("ConvInteger", [In((1, 1200, 3, 3), "int8", 120, 127), Const(np.full((1, 1200, 3, 3), 127, np.int8))],
+             name="f64-too-many-slices"),
 ]
 RECORDS += [
     OpRecord("QLinearConv", [In((1, 1, 7, 7), *U8), _s(0.0039), _s(0, "uint8"), In((1, 1, 1, 1), *U8),
