@@ -4,8 +4,9 @@
     python benchmarks/quantized.py --models resnet vit --rounds 5 --calls 40 --threads 1 --no-write
 
 Models: glow.testing.quant_models (a ResNet, a SqueezeNet, an EfficientNet and a ViT on 32 x 32
-images, random weights), each as its fp32 original and as quantize_static writes it in the
-QOperator and QDQ formats (per-channel int8 weights, uint8 activations, min-max calibration).
+images, random weights), each as its fp32 original, as onnxruntime's quantize_static writes it in
+the QOperator and QDQ formats (per-channel int8 weights, uint8 activations, min-max calibration),
+and as `glow.quantize` writes it (glow-qdq: the same settings, glow's profile).
 Every call gets a new random image, drawn before the timer and fed to both engines, which
 alternate which runs first; each round's figure is the median of its calls, the table the median
 of the rounds. Also the largest difference of glow's output from onnxruntime's on the last input.
@@ -26,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from host import cpu_model  # noqa: E402 (benchmarks/host.py, next to this script)
 
-FORMATS = ("fp32", "qoperator", "qdq")
+FORMATS = ("fp32", "qoperator", "qdq", "glow-qdq")
 
 
 def _ort(path, threads):
@@ -64,9 +65,10 @@ def measure(path, threads, rounds, calls, rng) -> dict:
 
 
 def main(argv=None) -> int:
+    import glow
     import numpy as np
     import onnx
-    from glow.testing.quant_models import MODELS, ort_quantize
+    from glow.testing.quant_models import MODELS, inputs, ort_quantize
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=sorted(MODELS), choices=sorted(MODELS))
@@ -86,6 +88,9 @@ def main(argv=None) -> int:
                 if fmt == "fp32":
                     path = os.path.join(folder, "fp32.onnx")
                     onnx.save(fp32, path)
+                elif fmt == "glow-qdq":
+                    path = os.path.join(folder, "int8.onnx")
+                    onnx.save(glow.quantize(fp32, [{"x": x} for x in inputs(4, seed=7)]), path)
                 else:
                     model, _ = ort_quantize(fp32, folder, per_channel=True, qdq=fmt == "qdq")
                     path = os.path.join(folder, "int8.onnx")

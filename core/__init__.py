@@ -16,6 +16,7 @@ from .errors import (
 from .graph import Graph, GraphBuilder, Node, Value
 from .hookspecs import hookimpl
 from .interpreter import run_graph
+from .quantizer import quantize
 
 __version__ = "0.1.0"
 
@@ -35,5 +36,5 @@ __all__ = [
     "Graph", "GraphBuilder", "GraphError", "InputError", "InternalError", "LoweringError",
     "ModelLoadError", "Node", "Profile", "ProfileRecord", "TensorInfo", "UnsupportedOpError", "Value",
     "available_backends", "compile", "dtypes", "hookimpl", "load",
-    "load_onnx", "run_graph",
+    "load_onnx", "quantize", "run_graph",
 ]

@@ -155,6 +155,25 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--native", choices=["floor", "all"], default=None)
     bn.add_argument("--json", action="store_true")
     bn.set_defaults(func=cmd_bench)
+
+    qz = sub.add_parser("quantize", help="quantize a float model to int8 (a QDQ model) from calibration data",
+                        description="Profile MODEL's float tensors on the calibration inputs (ranges and "
+                        "histograms, on the reference interpreter) and write a standard QDQ ONNX model: "
+                        "uint8/int8 activations, int8 weights (per channel), int32 biases.")
+    qz.add_argument("model")
+    qz.add_argument("-o", "--output", required=True, metavar="FILE", help="the quantized model to write")
+    qz.add_argument("--calibration", metavar="NPZ", help=".npz with one array per model input, the "
+                    "calibration runs on its first axis (arr[i] is run i's input)")
+    qz.add_argument("--profile", metavar="FILE", help="reuse this saved profile if it exists (its graph hash "
+                    "must match the model's), else profile and save it here")
+    qz.add_argument("--schema", choices=["asymmetric", "symmetric", "symmetric-unsigned"], default="asymmetric")
+    qz.add_argument("--calibrate", choices=["minmax", "percentile"], default="minmax")
+    qz.add_argument("--percentile", type=float, default=99.999, help="with --calibrate percentile: the share "
+                    "of values the range holds (default 99.999)")
+    qz.add_argument("--per-tensor", action="store_true", help="one scale per weight, not per output channel")
+    qz.add_argument("--keep", action="append", default=[], metavar="NAME_OR_OP",
+                    help="keep this node (by name) or op type in float (repeatable)")
+    qz.set_defaults(func=cmd_quantize)
     _backend_author_commands(sub)
     return p
 
@@ -623,6 +642,31 @@ def cmd_bundle(args) -> int:
         print(f"target {t['triple']} ({t['cpu']}); constant weights {info['constant_weights_bytes']} B, "
               f"mutable {info['mutable_weights_bytes']} B, activations {info['activations_bytes']} B; "
               f"the object calls {', '.join(info['external']) or 'nothing'}")
+    return 0
+
+
+def cmd_quantize(args) -> int:
+    from .quantizer import quantize
+
+    check_writable(args.output, "quantized model")
+    reuse = args.profile if args.profile and os.path.exists(args.profile) else None
+    calibration = None
+    if reuse is None:
+        if not args.calibration:
+            raise InputError("--calibration NPZ is needed (or --profile FILE naming a saved profile)")
+        try:
+            with np.load(args.calibration, allow_pickle=False) as data:
+                calibration = {k: data[k] for k in data.files}
+        except (OSError, ValueError) as e:
+            raise InputError(f"{args.calibration}: cannot read the calibration data: {e}") from None
+    t = time.perf_counter()
+    qmodel = quantize(args.model, calibration, profile=reuse, schema=args.schema, calibrate=args.calibrate,
+                      percentile=args.percentile, per_channel=not args.per_tensor, keep=args.keep,
+                      save_profile=None if reuse or not args.profile else args.profile)
+    write_atomic(args.output, lambda f: f.write(qmodel.SerializeToString()), what="quantized model")
+    qdq = sum(n.op_type == "QuantizeLinear" for n in qmodel.graph.node)
+    print(f"wrote {args.output}: {qdq} quantized tensors, {args.schema} {args.calibrate}"
+          f"{' from the saved profile ' + reuse if reuse else ''} ({time.perf_counter() - t:.2f} s)")
     return 0
 
 

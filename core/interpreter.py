@@ -71,9 +71,12 @@ def _shape_str(shape):
                                                        for d in shape) + "]"
 
 
-def run_graph(graph: Graph, feeds: dict, *, check: bool = True, timings: list | None = None) -> dict[str, object]:
+def run_graph(graph: Graph, feeds: dict, *, check: bool = True, timings: list | None = None,
+              observe=None) -> dict[str, object]:
     """Run `graph` on `feeds` (name -> array; captures by name too) and return its outputs by name.
-    With `timings` (a list), each node's (node, seconds) is appended to it (Executable.profile)."""
+    With `timings` (a list), each node's (node, seconds) is appended to it (Executable.profile).
+    `observe(value, array)` sees every input and every node output as it is computed (the
+    quantization profiler)."""
     if check:
         captured = {c.name for c in graph.captures}
         plain = {k: v for k, v in feeds.items() if k not in captured}
@@ -83,6 +86,8 @@ def run_graph(graph: Graph, feeds: dict, *, check: bool = True, timings: list | 
         if v.name not in feeds:
             raise InputError(f"graph '{graph.name}': no value for '{v.name}'")
         env[id(v)] = feeds[v.name]
+        if observe is not None:
+            observe(v, env[id(v)])
     verify = verify_level()
     budget = memory_budget()
 
@@ -122,6 +127,8 @@ def run_graph(graph: Graph, feeds: dict, *, check: bool = True, timings: list | 
             if verify and isinstance(out.type, dt.TensorType):
                 _verify_result(node, out, r)
             env[id(out)] = r
+            if observe is not None:
+                observe(out, r)
     return {v.name: get(v) for v in graph.outputs}
 
 

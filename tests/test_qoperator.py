@@ -7,8 +7,7 @@ quantization step of onnxruntime's on every element and equal on >= 90%: onnxrun
 requantize through lookup tables or float32 arithmetic of their own, so a value on a rounding
 boundary may land one step away (AveragePool and Mul, 1-5 % of elements; the others agree
 exactly in practice). QGemm's float output (no y_scale) is exact integer math scaled once: it
-must match to float32 rounding. The QOperator models must match on >= 99% of elements (they
-match on all of them today).
+must match to float32 rounding. The QOperator models must match on >= 95% of their outputs.
 """
 
 from __future__ import annotations
@@ -182,18 +181,21 @@ def test_a_qlinear_op_with_mixed_operand_types_is_a_one_line_error():
 def test_qoperator_model_matches_onnxruntime(name, backend_native, tmp_path):
     """quantize_static(quant_format=QOperator, per_channel=True): QLinearConv and QLinearMatMul
     with the contrib ops above (all four models use some); glow's output against onnxruntime's
-    on the same file, within one output step on every element, and on >= 99% equal."""
+    on the same file and 8 inputs, within one output step on every element, and on >= 95% equal
+    (the CNNs: all of them; the ViT's QLinearSoftmax, Mul and Add round a tie the other way now
+    and then)."""
     qmodel, _ = ort_quantize(MODELS[name](), tmp_path, per_channel=True, qdq=False)
     assert any(n.domain == MS for n in qmodel.graph.node)
-    (x,) = inputs(1, seed=12)
-    want = _ort(qmodel, {"x": x})
-    got = _glow(qmodel, *backend_native, {"x": x})
-    # The models end in a float output (a final DequantizeLinear, or QGemm without y_scale):
-    # one step is the last quantized tensor's scale, read off the model.
-    step = _output_step(qmodel)
-    diff = np.abs(got.astype(np.float64) - want) / step
+    exe = glow.compile(qmodel, *backend_native[:1], native=backend_native[1])
+    diffs = []
+    for x in inputs(8, seed=12):  # 80 outputs
+        want = _ort(qmodel, {"x": x})
+        (got,) = exe.run({"x": x}).values()
+        # The models end in a float output (a final DequantizeLinear): one step is its scale.
+        diffs.append(np.abs(got.astype(np.float64) - want).ravel() / _output_step(qmodel))
+    diff = np.concatenate(diffs)
     assert diff.max() <= 1 + 1e-3, f"{diff.max():.2f} steps from onnxruntime"
-    assert np.mean(diff < 1e-3) >= 0.99, f"{np.mean(diff < 1e-3):.2%} equal to onnxruntime"
+    assert np.mean(diff < 1e-3) >= 0.95, f"{np.mean(diff < 1e-3):.2%} equal to onnxruntime"
 
 
 def _output_step(model) -> float:
@@ -263,3 +265,29 @@ def test_f32_slices_bound_every_partial_sum():
     assert len(slices) > 1
     assert f32_slices(cw, 255, 2) is None  # a grouped conv is not split
     assert f32_slices(np.full((1, 40 * MAX_F32_SLICES, 1), 127 * 1000), 255, 1) is None
+
+
+# -- transformers through quantize_dynamic ----------------------------------------------------------
+
+@pytest.mark.parametrize("backend_native", ALL)
+@pytest.mark.parametrize("make", ["encoder", "decoder"])
+def test_quantize_dynamic_transformer_matches_onnxruntime(make, backend_native, tmp_path):
+    """quantize_dynamic(weight_type=QInt8) on a BERT-style encoder and a GPT-style decoder: each
+    MatMul becomes DynamicQuantizeLinear -> MatMulInteger -> scale. The integer products are
+    exact, so glow's output is onnxruntime's up to float32 rounding of the float tails."""
+    import logging
+
+    from glow.testing import nlp_models
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    model = getattr(nlp_models, make)(layers=1)
+    src, dst = tmp_path / "fp32.onnx", tmp_path / "dyn.onnx"
+    onnx.save(model, src)
+    logging.getLogger().setLevel(logging.ERROR)
+    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8)
+    qmodel = onnx.load(dst)
+    assert sum(n.op_type == "MatMulInteger" for n in qmodel.graph.node) >= 4
+    feeds = nlp_models.token_feeds(model, 2, 16, np.random.default_rng(1))
+    want = _ort(qmodel, feeds)
+    got = _glow(qmodel, *backend_native, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.ptp(want)))
