@@ -20,7 +20,6 @@ Results go to benchmarks/results-dynamic.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -29,7 +28,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from host import cpu_model  # noqa: E402 (benchmarks/host.py, next to this script)
+from host import cpu_model, write_results  # noqa: E402 (benchmarks/host.py, next to this script)
 
 
 def _ort(model, threads):
@@ -131,8 +130,7 @@ def main(argv=None) -> int:
             print(f"  cache: {r['specializations']} specialisation(s), {r['cache_bytes'] / 2**20:.1f} MiB held, "
                   f"{r['compiles']} compiles in all")
     if not args.no_write:
-        with open(os.path.join(HERE, "results-dynamic.json"), "w") as f:
-            json.dump({"cpu": cpu, "threads": args.threads, "rows": rows}, f, indent=1)
+        write_results("dynamic", {"cpu": cpu, "threads": args.threads, "rows": rows})
     return 0
 
 

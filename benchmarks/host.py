@@ -15,3 +15,14 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def write_results(name: str, data: dict) -> str:
+    """Write `data` to benchmarks/results-NAME.json (next to this file); returns the path."""
+    import json
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"results-{name}.json")
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+    return path

@@ -16,7 +16,6 @@ Results go to benchmarks/results-quantized.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -25,7 +24,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from host import cpu_model  # noqa: E402 (benchmarks/host.py, next to this script)
+from host import cpu_model, write_results  # noqa: E402 (benchmarks/host.py, next to this script)
 
 FORMATS = ("fp32", "qoperator", "qdq", "glow-qdq")
 
@@ -105,8 +104,7 @@ def main(argv=None) -> int:
         print(f"{r['model']:<13} {r['format']:<10} {r['glow_ms']:>8.3f} {r['ort_ms']:>8.3f} {r['ratio']:>6.2f} "
               f"{r['max_abs_diff']:>11.3g}")
     if not args.no_write:
-        with open(os.path.join(HERE, "results-quantized.json"), "w") as f:
-            json.dump({"cpu": cpu, "threads": args.threads, "rows": rows}, f, indent=1)
+        write_results("quantized", {"cpu": cpu, "threads": args.threads, "rows": rows})
     return 0
 
 
