@@ -46,8 +46,9 @@ QUANTIZED_OPS = frozenset({
     "GlobalAveragePool", "Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Softmax",
     "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Resize", "Split", "Slice", "Pad",
 })
-#: Ops with a weight: (input index of the weight, per-channel axis) -> the axis may depend on attrs.
-WEIGHTED = {"Conv": 0, "ConvTranspose": 1, "Gemm": None, "MatMul": 1}
+#: Ops whose input 1, when a float constant, is a weight (int8 per output channel: this axis; Gemm's
+#: and MatMul's depend on transB and rank, `_weight_axis`), and input 2 a bias.
+WEIGHTED = {"Conv": 0, "ConvTranspose": 1, "Gemm": None, "MatMul": None}
 
 
 # -- the profile -------------------------------------------------------------------------------------
@@ -183,11 +184,13 @@ def weight_params(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, np.ndarr
     return np.clip(np.rint(w / col), -127, 127).astype(np.int8), scale
 
 
-def _weight_axis(node, attrs) -> int:
-    axis = WEIGHTED[node.op_type]
-    if axis is None:  # Gemm: B is [K, N], or [N, K] with transB
-        axis = 0 if attrs.get("transB", 0) else 1
-    return axis
+def _weight_axis(node, attrs, rank: int) -> int | None:
+    """The output-channel axis of a weight of `rank` dims (None: per tensor only)."""
+    if node.op_type == "Gemm":  # B is [K, N], or [N, K] with transB
+        return 0 if attrs.get("transB", 0) else 1
+    if node.op_type == "MatMul":  # B is [..., K, N]
+        return rank - 1 if rank >= 2 else None
+    return WEIGHTED[node.op_type]
 
 
 # -- writing the QDQ model ---------------------------------------------------------------------------
@@ -244,19 +247,30 @@ def quantize_model(model, profile: QuantizationProfile, *, schema: str = "asymme
         pairs[t] = dq
         return dq
 
+    weights: dict[tuple, tuple[str, np.ndarray]] = {}
+
     def weight(name, axis):
+        if (name, axis) in weights:  # one weight read by several nodes: quantized once
+            return weights[(name, axis)]
         w = nh.to_array(inits[name]).astype(np.float32)
-        q, s = weight_params(w, axis if per_channel else None)
-        attrs = {"axis": axis} if per_channel and s.ndim else {}
-        out = f"{name}_dequantized"
-        nodes.append(h.make_node("DequantizeLinear", [init(q, f"{name}_quantized"), init(s, f"{name}_scale"),
-                                                      init(np.zeros_like(s, np.int8), f"{name}_zero_point")],
-                                 [out], name=f"{name}_DequantizeLinear", **attrs))
+        if axis is not None and (w.ndim <= axis or not per_channel):
+            axis = None
+        q, s = weight_params(w, axis)
+        tag = f"{name}_axis{axis}" if any(k[0] == name for k in weights) else name  # another axis before
+        out = f"{tag}_dequantized"
+        nodes.append(h.make_node("DequantizeLinear", [init(q, f"{tag}_quantized"), init(s, f"{tag}_scale"),
+                                                      init(np.zeros_like(s, np.int8), f"{tag}_zero_point")],
+                                 [out], name=f"{tag}_DequantizeLinear", **({"axis": axis} if s.ndim else {})))
         used_weights.add(name)
+        weights[(name, axis)] = out, s
         return out, s
 
     def bias(name, x_scale, w_scale):
+        """An int32 bias at scale x_scale * w_scale, or None (left float) unless it is one value per
+        output channel (or the weight's scale is one value)."""
         b = nh.to_array(inits[name]).astype(np.float64)
+        if b.ndim != 1 or (w_scale.ndim and w_scale.size != b.size):
+            return None
         s = (np.float32(x_scale) * w_scale).astype(np.float32)
         q = np.clip(np.rint(b / s), -(2 ** 31), 2 ** 31 - 1).astype(np.int32)
         attrs = {"axis": 0} if s.ndim else {}
@@ -278,10 +292,10 @@ def quantize_model(model, profile: QuantizationProfile, *, schema: str = "asymme
                 if t in inits:
                     arr = inits[t]
                     if n.op_type in WEIGHTED and i == 1 and arr.data_type == onnx.TensorProto.FLOAT:
-                        ins[1], w_scale = weight(t, _weight_axis(n, attrs))
+                        ins[1], w_scale = weight(t, _weight_axis(n, attrs, len(arr.dims)))
                     elif n.op_type in WEIGHTED and i == 2 and w_scale is not None and n.input[0] in params \
                             and arr.data_type == onnx.TensorProto.FLOAT:
-                        ins[2] = bias(t, params[n.input[0]][0], w_scale)
+                        ins[2] = bias(t, params[n.input[0]][0], w_scale) or t
                 else:
                     dq = qdq(t)
                     if dq is not None:

@@ -153,3 +153,30 @@ def test_cli_quantizes_and_reuses_its_profile(tmp_path, capsys):
     assert cli(["quantize", str(src), "-o", str(tmp_path / "x.onnx"), "--calibration", str(tmp_path / "no.npz")]) == 2
     assert "cannot read the calibration data" in capsys.readouterr().err
     assert not (tmp_path / "x.onnx").exists()
+
+
+def test_shared_weights_and_odd_biases():
+    """A weight read by two MatMuls is quantized once; a Gemm's 2-D C (not one value per output
+    channel) stays float; a batched MatMul weight is per channel along its last axis."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    rng = np.random.default_rng(2)
+    w = nh.from_array(rng.standard_normal((8, 8)).astype(np.float32), "w")
+    wb = nh.from_array(rng.standard_normal((2, 8, 8)).astype(np.float32), "wb")
+    c = nh.from_array(rng.standard_normal((2, 8)).astype(np.float32), "c")
+    nodes = [h.make_node("MatMul", ["x", "w"], ["y1"]), h.make_node("MatMul", ["y1", "w"], ["y2"]),
+             h.make_node("Gemm", ["y2", "w", "c"], ["y3"]), h.make_node("MatMul", ["y3", "wb"], ["y"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [2, 8])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2, 2, 8])], [w, wb, c])
+    fp32 = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    cal = [{"x": rng.standard_normal((2, 8)).astype(np.float32)} for _ in range(4)]
+    q = quantize(fp32, cal)
+    dq = {n.input[0]: n for n in q.graph.node if n.op_type == "DequantizeLinear"}
+    assert sum(k.startswith("w") and k.endswith("_quantized") for k in dq) == 2  # w once (axis 1), wb
+    assert "c" in next(n for n in q.graph.node if n.op_type == "Gemm").input  # float C kept
+    assert h.get_attribute_value(dq["wb_quantized"].attribute[0]) == 2
+    x = cal[0]["x"]
+    (want,) = glow.compile(fp32, "reference").run({"x": x}).values()
+    (got,) = glow.compile(q, "cpu").run({"x": x}).values()
+    assert cosine(got, want) >= 0.99

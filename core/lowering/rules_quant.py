@@ -323,7 +323,8 @@ def f32_slices(cw: np.ndarray, x_bound: int, group: int) -> list[tuple[int, int]
     MatMul's B as [N, K]) such that every partial sum of a float32 convolution over one range is
     an integer below 2^24 in magnitude (for inputs |x| <= x_bound), so exact in any order; None
     if that needs more than MAX_F32_SLICES ranges, or any range for a grouped convolution (its
-    channels are not split)."""
+    channels are not split). This relies on Conv and MatMul computing sums of products (every
+    glow kernel does; a Winograd or FFT convolution would round its transforms)."""
     per_channel = np.abs(cw.astype(np.int64)).reshape(cw.shape[0], cw.shape[1], -1).sum(axis=2)  # [M, C]
     limit = (F32_EXACT - 1) // max(x_bound, 1)
     slices, lo, run = [], 0, np.zeros(cw.shape[0], np.int64)

@@ -128,6 +128,10 @@ def _infer(q: QLinear):
                 raise ctx.error(f"input {i} is {t.dtype.name}; quantized operands are int8 or uint8")
             if t.dtype != types[0].dtype:
                 raise ctx.error(f"quantized operands mix {types[0].dtype.name} and {t.dtype.name}")
+            if ctx.dtype(i + 1) not in SCALES:  # (typed ports check these; QLinearConcat's are not)
+                raise ctx.error(f"input {i + 1} (a scale) is {ctx.dtype(i + 1).name}; float32 expected")
+            if ctx.has(i + 2) and ctx.dtype(i + 2) != t.dtype:
+                raise ctx.error(f"input {i + 2} (a zero point) is {ctx.dtype(i + 2).name}, its data {t.dtype.name}")
         zp_type = ctx.dtype(q.out + 1) if ctx.has(q.out + 1) else types[0].dtype
         if zp_type not in INT8S:
             raise ctx.error(f"y_zero_point is {zp_type.name}; int8 or uint8 expected")

@@ -52,8 +52,8 @@ def choose_tile(cols: int, varies: bool = False) -> tuple[int, int]:
     level the code is made for: the least time per column computed, counting the padding of
     the last panel. Where the width `varies` between calls (attention scores over the sequence
     length), the least mean time per column over widths 16-256, so that one tile, and one
-    compiled kernel, serves every length (on AVX-512 14 x 32: 12 % over the best tile for
-    each width, on average).
+    compiled kernel, serves every length (on AVX-512 14 x 32: by the speeds in TILES, 8 % more
+    time than each width's best tile, on average over those widths).
 
     On AVX-512, wide results take 6 x 64 tiles: 24 accumulators, and each k step broadcasts only
     6 scalars of A for 24 FMAs, which measured 5-10 % faster than 14 x 32 on ResNet's layers and
