@@ -252,6 +252,24 @@ def test_a_new_batch_size_compiles_no_code(monkeypatch, tmp_path):
     assert exe.stats["objects_compiled"] == 0, exe.stats
 
 
+def test_an_exported_decoder_compiles_only_its_entry_for_a_new_sequence_length(monkeypatch, tmp_path):
+    """GPT-2 from the TorchScript exporter gathers over batch x sequence rows (a size no symbolic
+    dim has), so Gather reads its axis's size as an argument too. A new sequence length after
+    the first two compiles at most the entry (which kernels run where can differ with the
+    length), never a kernel."""
+    monkeypatch.setenv("GLOW_CACHE_DIR", str(tmp_path))  # an empty object cache
+    exe = glow.compile(os.path.join(HERE, "gpt2_dynamic.onnx"), backend="cpu")
+    ref = glow.compile(os.path.join(HERE, "gpt2_dynamic.onnx"), backend="reference")
+    rng = np.random.default_rng(7)
+    for seq in (16, 19, 33, 40):
+        feeds = {"input_ids": rng.integers(0, 50, (2, seq)).astype(np.int64),
+                 "attention_mask": np.ones((2, seq), np.int64)}
+        (got,), (want,) = exe.run(feeds).values(), ref.run(feeds).values()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        if seq > 19:
+            assert exe.stats["objects_compiled"] <= 1, (seq, exe.stats)
+
+
 @pytest.mark.parametrize("make", [encoder, decoder], ids=["encoder", "decoder"])
 def test_a_new_sequence_length_compiles_no_code(make, monkeypatch, tmp_path):
     """Sizes that a symbolic dim takes are compiled as varying (glow.specialize.varying): the

@@ -60,10 +60,11 @@ def emit_gather(cg, instr):
     B = int(np.prod(shape[axis + 1:], dtype=np.int64))
     n_idx = int(np.prod(idx.type.shape, dtype=np.int64))
     mover = storage_dtype(data.type.dtype)
-    # The index count (and so the rows) is an argument: token ids of another batch or sequence
-    # length use the same function. The table's axis and row length stay constants.
-    kb = cg.function("Gather", [PTR, PTR, PTR, I64, I64, I64, I64, I64])
-    x, ind, y, site, rows_arg, n_idx_arg, tid, nth = kb.args
+    # The index count (and so the rows) and the gathered axis's size are arguments: token ids of
+    # another batch or sequence length use the same function, and so does a gather over rows
+    # whose count is a batch times a sequence length. The row length stays a constant.
+    kb = cg.function("Gather", [PTR, PTR, PTR, I64, I64, I64, I64, I64, I64])
+    x, ind, y, site, rows_arg, n_idx_arg, d_arg, tid, nth = kb.args
     b = kb.b
     S = Lanes(kb, 1)
     rows = A * n_idx
@@ -74,20 +75,21 @@ def emit_gather(cg, instr):
         k = S.load(ind, i, idx.type.dtype, False)
         k = b.sext(k, I64) if k.type != I64 else k
         raw = k
-        k = b.select(b.icmp_signed("<", k, kb.i64(0)), b.add(k, kb.i64(D)), k)
+        k = b.select(b.icmp_signed("<", k, kb.i64(0)), b.add(k, d_arg), k)
         dst = b.mul(row, kb.i64(B))
         n = 16 if B >= 16 else 1  # short rows (the index tables of lowered gathers): scalar copies
         # one unsigned compare: a still-negative k is huge
-        with b.if_else(b.icmp_unsigned("<", k, kb.i64(D)), likely=True) as (ok, bad):
+        with b.if_else(b.icmp_unsigned("<", k, d_arg), likely=True) as (ok, bad):
             with ok:
-                src = b.mul(b.add(b.mul(a, kb.i64(D)), k), kb.i64(B))
+                src = b.mul(b.add(b.mul(a, d_arg), k), kb.i64(B))
                 lanes_loop(kb, 0, B, lambda L, j: L.store(L.load(x, b.add(src, j), mover, False), y,
                                                           b.add(dst, j), mover), n)
             with bad:
-                record_bad_index(kb, site, WRAPS, raw, D)
+                record_bad_index(kb, site, WRAPS, raw, d_arg)
                 lanes_loop(kb, 0, B, lambda L, j: L.store(L.const(mover, 0), y, b.add(dst, j), mover), n)
     kb.finish()
-    args = [cg.ptr(data), cg.ptr(idx), cg.ptr(out), kb.i64(site_id(instr.name)), kb.i64(rows), kb.i64(n_idx)]
+    args = [cg.ptr(data), cg.ptr(idx), cg.ptr(out), kb.i64(site_id(instr.name)), kb.i64(rows), kb.i64(n_idx),
+            kb.i64(D)]
     call_split(cg, kb.fn, args, rows * B < PARALLEL_MIN)
 
 
