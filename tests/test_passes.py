@@ -376,3 +376,65 @@ def test_pipeline_reduces_every_light_model():
         assert len(out.nodes) < len(g.nodes), case.name
         assert not {"BatchNormalization", "ConstantOfShape", "Dropout"} & set(ops(out)) or \
             case.name == "light_densenet121", (case.name, out.op_counts())
+
+
+# -- Q/DQ ------------------------------------------------------------------------------------------
+
+def _qdq_chain(x_type, mover=None, scale=0.05, zp=128, q_scale=None, q_zp=None, mover_attrs=None):
+    """x -> DequantizeLinear -> [mover] -> QuantizeLinear -> y (parameters per tensor unless arrays)."""
+    b = GraphBuilder()
+    x = b.input("x", x_type)
+    zdt = x_type.dtype.np
+    s, z = b.constant(np.asarray(scale, np.float32)), b.constant(np.asarray(zp, zdt))
+    qs = s if q_scale is None else b.constant(np.asarray(q_scale, np.float32))
+    qz = z if q_zp is None else b.constant(np.asarray(q_zp, zdt))
+    v = b.add1("DequantizeLinear", [x, s, z])
+    if mover is not None:
+        v = b.add1(mover, [v], mover_attrs or {})
+    return b.build([b.add1("QuantizeLinear", [v, qs, qz], output_names=["y"])])
+
+
+def _ops(g):
+    return sorted(n.op.name for n in g.nodes)
+
+
+def _same_results(g, feeds):
+    want = run_graph(g, feeds)["y"]
+    got = run_graph(optimize_graph(g), feeds)["y"]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_qdq_round_trip_cancels():
+    x = np.random.default_rng(0).integers(0, 256, (2, 3, 4)).astype(np.uint8)
+    g = _qdq_chain(dt.tensor((2, 3, 4), "uint8"))
+    assert "QuantizeLinear" not in _ops(optimize_graph(g)) and "DequantizeLinear" not in _ops(optimize_graph(g))
+    _same_results(g, {"x": x})
+    other = _qdq_chain(dt.tensor((2, 3, 4), "uint8"), q_scale=0.1)  # different parameters: a rescale
+    assert "QuantizeLinear" in _ops(optimize_graph(other))
+    _same_results(other, {"x": x})
+
+
+@pytest.mark.parametrize("mover,attrs", [("MaxPool", {"kernel_shape": [2, 2], "pads": [1, 1, 1, 1]}),
+                                         ("Transpose", {"perm": [0, 2, 3, 1]}), ("Flatten", {"axis": 1})])
+@pytest.mark.parametrize("dtype,zp", [("uint8", 131), ("int8", -3)])
+def test_data_ops_between_dq_and_q_run_on_the_integers(mover, attrs, dtype, zp):
+    x = np.random.default_rng(1).integers(-128 if dtype == "int8" else 0, 128 if dtype == "int8" else 256,
+                                          (1, 3, 5, 5)).astype(dtype)
+    g = _qdq_chain(dt.tensor((1, 3, 5, 5), dtype), mover, zp=zp, mover_attrs=attrs)
+    opt = optimize_graph(g)
+    assert _ops(opt) == [{"Flatten": "Reshape"}.get(mover, mover)], _ops(opt)  # (simplify makes Flatten a Reshape)
+    assert opt.nodes[0].inputs[0].type.dtype.name == dtype
+    _same_results(g, {"x": x})
+    (y,) = glow.compile(g, "cpu").run({"x": x}).values()
+    np.testing.assert_array_equal(y, run_graph(g, {"x": x})["y"])
+
+
+def test_qdq_moves_only_what_commutes():
+    # a negative scale reverses the order (MaxPool would pick the other end): not moved
+    neg = _qdq_chain(dt.tensor((1, 1, 4, 4), "uint8"), "MaxPool", scale=-0.05, mover_attrs={"kernel_shape": [2, 2]})
+    assert "DequantizeLinear" in _ops(optimize_graph(neg))
+    # int16 data: MaxPool takes no int16, so the chain stays
+    i16 = _qdq_chain(dt.tensor((1, 1, 4, 4), "int16"), "MaxPool", zp=0, mover_attrs={"kernel_shape": [2, 2]})
+    assert "DequantizeLinear" in _ops(optimize_graph(i16))
+    x = np.arange(16, dtype=np.int16).reshape(1, 1, 4, 4)
+    _same_results(i16, {"x": x})

@@ -24,6 +24,7 @@ _PASSES = {
     "sink-transpose-reshape": ("sinking", "SINK"),
     "cleanup": ("pipeline", "CLEANUP"),
     "fold-patterns": ("fold_patterns", "FOLD_PATTERNS"),
+    "qdq": ("qdq", "QDQ"),
 }
 
 

@@ -18,6 +18,7 @@ from .dce import DCE
 from .fold import CONSTANT_FOLD
 from .fold_patterns import FOLD_PATTERNS
 from .fusion import fusion_pass
+from .qdq import QDQ
 from .simplify import SIMPLIFY
 from .sinking import SINK
 
@@ -31,6 +32,7 @@ def default_pipeline() -> list:
         DCE,              # drop what no output needs before spending time on it
         CLEANUP,          # constants folded (weights computed by ConstantOfShape become weights)
         FOLD_PATTERNS,    # exporter-decomposed Softmax/Gelu/LayerNorm raised back (fold before lower)
+        QDQ,              # Q(DQ(q)) round trips cancel; Reshape/MaxPool/... between them move integers
         FOLD_BATCHNORM,   # BatchNormalization and per-channel Mul/Add into Conv/Gemm weights
         SINK,             # Transpose/Reshape below elementwise ops ...
         CLEANUP,          # ... where adjacent pairs merge or cancel; then re-fold and re-merge
