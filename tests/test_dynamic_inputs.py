@@ -252,6 +252,22 @@ def test_a_new_batch_size_compiles_no_code(monkeypatch, tmp_path):
     assert exe.stats["objects_compiled"] == 0, exe.stats
 
 
+def test_an_exported_cnn_compiles_nothing_for_a_new_batch_size(monkeypatch, tmp_path):
+    """A CNN from the TorchScript exporter with a symbolic batch: convolutions, GEMMs and the
+    elementwise nests read their sizes, and the pools take their work-item count (the batch is
+    in it) as an argument, so batch 5 and 8 after batch 2 compile no object."""
+    monkeypatch.setenv("GLOW_CACHE_DIR", str(tmp_path))  # an empty object cache
+    exe = glow.compile(os.path.join(HERE, "cnn_dynamic_batch.onnx"), backend="cpu")
+    ref = glow.compile(os.path.join(HERE, "cnn_dynamic_batch.onnx"), backend="reference")
+    name = exe.inputs[0].name
+    for batch in (2, 5, 8):
+        feeds = {name: np.random.default_rng(batch).standard_normal((batch, 3, 32, 32)).astype(np.float32)}
+        (got,), (want,) = exe.run(feeds).values(), ref.run(feeds).values()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        if batch > 2:
+            assert exe.stats["objects_compiled"] == 0, (batch, exe.stats)
+
+
 def test_an_exported_decoder_compiles_only_its_entry_for_a_new_sequence_length(monkeypatch, tmp_path):
     """GPT-2 from the TorchScript exporter gathers over batch x sequence rows (a size no symbolic
     dim has), so Gather reads its axis's size as an argument too. A new sequence length after

@@ -40,11 +40,11 @@ def emit_pool_nhwc(cg, kind: str, x_shape, out_shape, attrs, src, dst):
     node = _Geo((n, c, h, w), attrs)
     k, s, _, pb, pe = layout.conv_geometry(node)
     include_pad = bool(attrs.get("count_include_pad", 0))
-    kb = cg.function(f"{kind}pool", [PTR, PTR, I64, I64])
+    kb = cg.function(f"{kind}pool", [PTR, PTR, I64, I64, I64])
     kb.fn.attributes.add("noinline")  # one call each: inlining only slows LLVM down
-    src_, dst_, tid, nth = kb.args
+    src_, dst_, items, tid, nth = kb.args
     b = kb.b
-    lo, hi = split_range(kb, n * ho * wo, tid, nth)
+    lo, hi = split_range(kb, items, tid, nth)
     nvec = -(-c // VEC)
     with kb.loop(lo, hi, name="p") as p:
         ni = b.sdiv(p, kb.i64(ho * wo))
@@ -83,10 +83,13 @@ def emit_pool_nhwc(cg, kind: str, x_shape, out_shape, attrs, src, dst):
             else:
                 masked_store(kb, r, dptr, mask)
     kb.finish()
-    _call(cg, kb.fn, [src, dst], n * ho * wo * c)
+    _call(cg, kb.fn, [src, dst], n * ho * wo, n * ho * wo * c)
 
 
-def _call(cg, fn, ptrs, work: int):
+def _call(cg, fn, ptrs, items: int, work: int):
+    """Call a pool kernel over `items` work items (an argument: the batch is in it, so a new
+    batch size uses the same function); on thread 0 alone below PARALLEL_PIXELS elements."""
+    ptrs = ptrs + [cg.entry.i64(items)]
     if work < PARALLEL_PIXELS:
         cg.call(fn, ptrs + [cg.entry.i64(0), cg.entry.i64(1)], single=True)
     else:
@@ -109,12 +112,12 @@ class _T:
 
 def emit_gap_nhwc(cg, x_shape, src, dst):
     n, h, w, c = x_shape
-    kb = cg.function("gap", [PTR, PTR, I64, I64])
+    kb = cg.function("gap", [PTR, PTR, I64, I64, I64])
     kb.fn.attributes.add("noinline")  # one call each: inlining only slows LLVM down
-    src_, dst_, tid, nth = kb.args
+    src_, dst_, items, tid, nth = kb.args
     b = kb.b
     nvec = -(-c // VEC)
-    lo, hi = split_range(kb, n * nvec, tid, nth)
+    lo, hi = split_range(kb, items, tid, nth)
     inv = ir.Constant(vec(), [1.0 / (h * w)] * VEC)
     with kb.loop(lo, hi, name="item") as item:
         ni, cv = b.sdiv(item, kb.i64(nvec)), b.srem(item, kb.i64(nvec))
@@ -132,18 +135,18 @@ def emit_gap_nhwc(cg, x_shape, src, dst):
         else:
             masked_store(kb, r, dptr, mask)
     kb.finish()
-    _call(cg, kb.fn, [src, dst], n * h * w * c)
+    _call(cg, kb.fn, [src, dst], n * nvec, n * h * w * c)
 
 
 def emit_gap_nchw(cg, x_shape, src, dst):
     """out[n, c] = mean of the contiguous h*w run: 16 partial sums, then a tree of adds."""
     n, c, h, w = x_shape
     hw = h * w
-    kb = cg.function("gap_nchw", [PTR, PTR, I64, I64])
+    kb = cg.function("gap_nchw", [PTR, PTR, I64, I64, I64])
     kb.fn.attributes.add("noinline")  # one call each: inlining only slows LLVM down
-    src_, dst_, tid, nth = kb.args
+    src_, dst_, items, tid, nth = kb.args
     b = kb.b
-    lo, hi = split_range(kb, n * c, tid, nth)
+    lo, hi = split_range(kb, items, tid, nth)
     full = hw // VEC
     with kb.loop(lo, hi, name="row") as row:
         base = b.mul(row, kb.i64(hw))
@@ -167,7 +170,7 @@ def emit_gap_nchw(cg, x_shape, src, dst):
         s = b.extract_element(total, ir.Constant(ir.IntType(32), 0))
         kb.store(b.fmul(s, kb.f32(1.0 / hw)), dst_, row)
     kb.finish()
-    _call(cg, kb.fn, [src, dst], n * c * hw)
+    _call(cg, kb.fn, [src, dst], n * c, n * c * hw)
 
 
 # -- registrations ---------------------------------------------------------------------------------
