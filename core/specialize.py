@@ -257,24 +257,29 @@ def specialize(graph: Graph, feeds: dict, values=frozenset()) -> tuple[Graph, di
     return rb.build(outputs, doc=graph.doc, meta=graph.meta), remaining
 
 
-#: The sizes the graph's symbolic input dims take in the specialisation being compiled.
-_VARYING: contextvars.ContextVar[frozenset] = contextvars.ContextVar("glow_varying_sizes", default=frozenset())
+#: The sizes the graph's symbolic input dims take in the specialisation being compiled, each
+#: with the dims' names ({48: "sequence"}; "batch|sequence" when two dims take the same size).
+_VARYING: contextvars.ContextVar[dict | None] = contextvars.ContextVar("glow_varying_sizes", default=None)
 
 
-def symbolic_sizes(graph: Graph, feeds: dict) -> frozenset[int]:
-    """The sizes (> 1) that `feeds` give the symbolic dims of `graph`'s inputs."""
-    sizes = set()
+def symbolic_sizes(graph: Graph, feeds: dict) -> dict[int, str]:
+    """The sizes (> 1) that `feeds` give the symbolic dims of `graph`'s inputs, each with the
+    names of the dims that take it."""
+    sizes: dict[int, set] = {}
     for v in graph.inputs:
         a, shape = feeds.get(v.name), getattr(v.type, "shape", None)
         if isinstance(a, np.ndarray) and shape is not None and len(shape) == a.ndim:
-            sizes.update(n for d, n in zip(shape, a.shape) if not isinstance(d, int) and n > 1)
-    return frozenset(sizes)
+            for axis, (d, n) in enumerate(zip(shape, a.shape)):
+                if not isinstance(d, int) and n > 1:  # an unnamed dim is named by where it is
+                    sizes.setdefault(int(n), set()).add(d if isinstance(d, str) else f"{v.name}[{axis}]")
+    return {n: "|".join(sorted(names)) for n, names in sizes.items()}
 
 
 @contextlib.contextmanager
-def sizes_varying(sizes: frozenset[int]):
-    """Compile with `sizes` marked as varying from one call to the next (see `varying`)."""
-    token = _VARYING.set(frozenset(sizes))
+def sizes_varying(sizes: dict[int, str]):
+    """Compile with `sizes` (size -> dim names) marked as varying from one call to the next
+    (see `varying`)."""
+    token = _VARYING.set(dict(sizes))
     try:
         yield
     finally:
@@ -288,4 +293,14 @@ def varying(size: int) -> bool:
     size alone, so the next batch or sequence length finds its code compiled. A hint by value,
     not a proof: a static dim of the same size is treated alike, which costs a little speed,
     never correctness (the sizes themselves always come from the kernel's table)."""
-    return size in _VARYING.get()
+    return size in (_VARYING.get() or ())
+
+
+def varying_name(size: int) -> str | None:
+    """The names of the symbolic dims that take `size` ("sequence"), or None (see `varying`)."""
+    return (_VARYING.get() or {}).get(size)
+
+
+def varying_sizes() -> dict[int, str]:
+    """Every size marked varying, with its dims' names (see `varying`)."""
+    return dict(_VARYING.get() or {})

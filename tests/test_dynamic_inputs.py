@@ -268,14 +268,16 @@ def test_an_exported_cnn_compiles_nothing_for_a_new_batch_size(monkeypatch, tmp_
             assert exe.stats["objects_compiled"] == 0, (batch, exe.stats)
 
 
-def test_an_exported_decoder_compiles_only_its_entry_for_a_new_sequence_length(monkeypatch, tmp_path):
+@pytest.mark.parametrize("name", ["gpt2_dynamic", "llama_dynamo"])
+def test_an_exported_decoder_compiles_only_its_entry_for_a_new_sequence_length(name, monkeypatch, tmp_path):
     """GPT-2 from the TorchScript exporter gathers over batch x sequence rows (a size no symbolic
-    dim has), so Gather reads its axis's size as an argument too. A new sequence length after
-    the first two compiles at most the entry (which kernels run where can differ with the
-    length), never a kernel."""
+    dim has), so Gather reads its axis's size as an argument too; the Llama-style model (dynamo
+    exporter) normalises those rows (RMSNorm's ReduceSum over the last axis), so that reduction
+    takes its row count as an argument. A new sequence length after the first two compiles at
+    most the entry (which kernels run where can differ with the length), never a kernel."""
     monkeypatch.setenv("GLOW_CACHE_DIR", str(tmp_path))  # an empty object cache
-    exe = glow.compile(os.path.join(HERE, "gpt2_dynamic.onnx"), backend="cpu")
-    ref = glow.compile(os.path.join(HERE, "gpt2_dynamic.onnx"), backend="reference")
+    exe = glow.compile(os.path.join(HERE, f"{name}.onnx"), backend="cpu")
+    ref = glow.compile(os.path.join(HERE, f"{name}.onnx"), backend="reference")
     rng = np.random.default_rng(7)
     for seq in (16, 19, 33, 40):
         feeds = {"input_ids": rng.integers(0, 50, (2, seq)).astype(np.int64),
@@ -304,3 +306,40 @@ def test_a_new_sequence_length_compiles_no_code(make, monkeypatch, tmp_path):
             assert exe.stats["objects_compiled"] > 1, exe.stats
         else:
             assert exe.stats["objects_compiled"] == 0, (seq, exe.stats)
+
+
+@pytest.mark.parametrize("make", [encoder, decoder], ids=["encoder", "decoder"])
+def test_opencl_builds_one_program_for_every_sequence_length(make):
+    """The renderer writes the sizes a symbolic dim takes as kernel arguments (glow.render.sizes),
+    divisors among them as magic multipliers: a new sequence length or batch renders the program
+    text of the one before, and the device compiler builds nothing. The lengths share no value
+    with the model's static dims (heads 2, head size 16, hidden 32, ffn 64) and fill a MatMul
+    register tile (16 rows): a length below that takes another kernel variant."""
+    _skip_unavailable("opencl")
+    model = make(layers=1, hidden=32, heads=2, ffn=64, vocab=100, dynamic=True)
+    exe, ref = glow.compile(model, backend="opencl"), glow.compile(model, backend="reference")
+    rng = np.random.default_rng(8)
+    for batch, seq in ((3, 20), (3, 36), (5, 47), (3, 17), (7, 127)):
+        feeds = token_feeds(model, batch, seq, rng, vocab=100)
+        (got,), (want,) = exe.run(feeds).values(), ref.run(feeds).values()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{batch}x{seq}")
+        if seq != 20:  # (the first may find its program built by an earlier test)
+            assert exe.stats["programs_built"] == 0, (batch, seq, exe.stats)
+
+
+def test_opencl_builds_no_program_for_an_exported_decoders_new_length():
+    """GPT-2 from the TorchScript exporter flattens batch x sequence rows through Shape
+    arithmetic: the renderer marks that product too (in a leading dim), and orders a program's
+    kernels by name, so a new length builds nothing even where the graph's kernels come in
+    another order."""
+    _skip_unavailable("opencl")
+    exe = glow.compile(os.path.join(HERE, "gpt2_dynamic.onnx"), backend="opencl")
+    ref = glow.compile(os.path.join(HERE, "gpt2_dynamic.onnx"), backend="reference")
+    rng = np.random.default_rng(9)
+    for seq in (19, 33, 47):
+        feeds = {"input_ids": rng.integers(0, 50, (2, seq)).astype(np.int64),
+                 "attention_mask": np.ones((2, seq), np.int64)}
+        (got,), (want,) = exe.run(feeds).values(), ref.run(feeds).values()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        if seq != 19:
+            assert exe.stats["programs_built"] == 0, (seq, exe.stats)

@@ -173,3 +173,43 @@ def test_cpu_and_gpu_parameters_pick_different_matmul_kernels():
     assert "float16" in render(_matmul(64), "opencl", CPU).source
     gpu = render(_matmul(128), "opencl", GPU).source
     assert "local float As" in gpu and "barrier(CLK_LOCAL_MEM_FENCE)" in gpu
+
+
+# -- sizes that vary between calls (glow.render.sizes) ---------------------------------------------
+def test_a_magic_divisor_divides_every_index_exactly():
+    from glow.render.sizes import magic
+
+    rng = np.random.default_rng(0)
+    divisors = [1, 2, 3, 5, 7, 48, 127, 128, 641, 4095, 6144, (1 << 31) - 1, 1 << 30, 3 << 28]
+    divisors += [int(d) for d in rng.integers(2, 1 << 31, 200)]
+    for d in divisors:
+        m, s = magic(d)
+        assert 0 <= m < 1 << 32 and 0 <= s < 32
+        ns = [0, 1, d - 1, d, d + 1, (1 << 31) - 1, (1 << 31) - 2]
+        ns += [k * d + r for k in (1, 2, 1000, ((1 << 31) - 1) // d) for r in (-1, 0, 1)]
+        ns += [int(n) for n in rng.integers(0, 1 << 31, 300)]
+        for n in ns:
+            if 0 <= n < 1 << 31:
+                got = n if m == 0 else (n * m >> 32) >> s
+                assert got == n // d, (n, d, m, s)
+
+
+def test_a_varying_size_keeps_its_derivation_and_renders_as_arguments():
+    from glow.render.sizes import Size, div, mod, rendering, unmark
+
+    seq = Size(48, "seq")
+    row = seq * 128
+    assert row == 6144 and row.expr == "(seq*128)" and isinstance(row - 1, Size)
+    assert f"{row}" == "6144"  # outside a kernel's rendering it is the int
+    other = Size(6144, "batch")  # equal by chance: an argument of its own
+    with rendering():
+        text = f"a[{row}] b[{other}] c[{row}] {div('i', row)} {mod('i', 2)}"
+    declared = {}
+
+    def declare(name, value):
+        declared.setdefault(name, value)
+        return name
+
+    out = unmark(text, declare)
+    assert out == "a[S0] b[S1] c[S0] glow_udiv(i, S0m, S0h) i % 2", out
+    assert declared["S0"] == declared["S1"] == 6144 and declared["S0h"] == 12

@@ -50,6 +50,9 @@ class CUDARenderer(CStyleRenderer):
     def math(self, fn: str, ctype: str) -> str:
         return fn + "f" if ctype == "float" else fn
 
+    def umul_hi(self, a: str, b: str) -> str:
+        return f"__umulhi({a}, {b})"
+
     def bits_as_float(self, bits: str) -> str:
         return f"__uint_as_float((unsigned int)({bits}))"
 

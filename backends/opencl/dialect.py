@@ -40,6 +40,9 @@ class OpenCLRenderer(CStyleRenderer):
         d = list(local_size) + [1] * (3 - len(local_size))
         return f"__attribute__((reqd_work_group_size({d[0]}, {d[1]}, {d[2]})))"
 
+    def umul_hi(self, a: str, b: str) -> str:
+        return f"mul_hi({a}, {b})"
+
     def bits_as_float(self, bits: str) -> str:
         return f"as_float((uint)({bits}))"
 

@@ -127,6 +127,7 @@ class ClExecutable(Executable):
                 cl.enqueue_copy(dev.queue, self.mem, blob, dst_offset=0, is_blocking=True)
         prg = building.result()
         self.build_seconds = time.perf_counter() - t
+        self.program_built = bool(compiled.program.launches) and not built_before
         warm = [(k, *_warm_launch(k, layout)) for k in compiled.program.kernels.values()]
         job = None
         if dev.helper is not None and len(warm) >= build_helper.MIN_KERNELS and not built_before:
@@ -185,6 +186,12 @@ class ClExecutable(Executable):
 
     def _run(self, feeds):
         return self._enqueue(feeds, self.dev.queue)[0]
+
+    @property
+    def stats(self) -> dict:
+        """`programs_built`: 1 when this executable's program text was new to the process (a
+        device-compiler build), 0 when an executable before it had built the same text."""
+        return {"programs_built": int(self.program_built), "kernels": len(self.compiled.program.kernels)}
 
     def _profile(self, feeds):
         """Run once on the device's profiling queue: each launch's device time (its event's

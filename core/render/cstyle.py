@@ -20,6 +20,7 @@ rarely, a method; the kernels themselves stay shared. The extension points, all 
     launch_bounds(local)   the attribute fixing the work-group size
     math(fn, ctype)        a math function's name for a compute type (CUDA: expf for float)
     bits_as_float(...)     bit casts (as_float / __int_as_float)
+    umul_hi(a, b)          the high 32 bits of an unsigned 32 x 32 product (mul_hi / __umulhi)
     preamble(features)     lines opening a program (pragmas for float64 and so on)
 
 Compute types: float16 and bfloat16 are stored as 16-bit integers and computed in float
@@ -101,6 +102,10 @@ class CStyleRenderer:
     def math(self, fn: str, ctype: str) -> str:
         """The name of math function `fn` for arguments of C type `ctype`."""
         return fn
+
+    def umul_hi(self, a: str, b: str) -> str:
+        """The high 32 bits of the 64-bit product of two unsigned ints."""
+        return f"(unsigned int)(((unsigned long long)({a}) * ({b})) >> 32)"
 
     def bits_as_float(self, bits: str) -> str:
         raise NotImplementedError(f"dialect {self.name} has no bit cast to float")

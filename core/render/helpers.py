@@ -246,6 +246,19 @@ def _d2f_odd(r) -> str:
 }}"""
 
 
+def _udiv(r) -> str:
+    """Division and remainder of an index in [0, 2**31) by a size passed as its magic multiplier
+    and shift (glow.render.sizes.magic): a multiply-high and a shift, which vectorise."""
+    q = r.helper_qualifier
+    hi = r.umul_hi("(unsigned int)a", "(unsigned int)m")
+    return f"""{q} int glow_udiv(int a, int m, int s) {{
+  return m == 0 ? a : (int)({hi} >> s);
+}}
+{q} int glow_umod(int a, int d, int m, int s) {{
+  return a - glow_udiv(a, m, s) * d;
+}}"""
+
+
 def _narrow_helpers() -> dict:
     out = {f"glow_{d.name}_dec": (lambda r, d=d: _table(r, d))
            for d in (*FLOAT_FORMATS, dt.float8e8m0)}
@@ -257,7 +270,7 @@ def _narrow_helpers() -> dict:
 
 #: name -> (dialect -> C text). Order matters only for readability of the prelude.
 HELPERS = {"glow_h2f": _h2f, "glow_f2h": _f2h, "glow_bf2f": _bf2f, "glow_f2bf": _f2bf,
-           "glow_ipow": _ipow, "glow_powf": _powf, **FAST_HELPERS, **_narrow_helpers()}
+           "glow_ipow": _ipow, "glow_powf": _powf, "glow_udiv": _udiv, **FAST_HELPERS, **_narrow_helpers()}
 
 
 def render_helpers(renderer, names) -> list[str]:

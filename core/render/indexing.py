@@ -1,7 +1,8 @@
 """Index arithmetic for kernels: strides, broadcasting and coordinates, as C expressions.
 
-Shapes are static, so every extent and stride is a literal; dimensions that move together are
-merged first, so a bias add over (1, 64, 56, 56) reads its (64, 1, 1) operand at `i / 3136`.
+Shapes are static, so every extent and stride is a literal, except sizes that vary between calls
+(a sequence length: see .sizes), which are arguments; dimensions that move together are merged
+first, so a bias add over (1, 64, 56, 56) reads its (64, 1, 1) operand at `i / 3136`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from .sizes import div, mod
 
 
 def strides(shape) -> list[int]:
@@ -46,9 +49,9 @@ def broadcast_index(out_shape, in_shape, flat: str) -> str:
     for k in range(len(groups) - 1, -1, -1):
         extent, keep = groups[k]
         if keep:
-            coord = flat if out_stride == 1 else f"({flat} / {out_stride})"
+            coord = flat if out_stride == 1 else f"({div(flat, out_stride)})"
             if k > 0:
-                coord = f"({coord} % {extent})"
+                coord = f"({mod(coord, extent)})"
             terms.append(coord if in_stride == 1 else f"{coord} * {in_stride}")
             in_stride *= extent
         out_stride *= extent
@@ -63,9 +66,9 @@ def coords(w, flat: str, shape, prefix: str) -> list[str]:
         if d == 1:
             names.append("0")
             continue
-        e = flat if s == 1 else f"{flat} / {s}"
+        e = flat if s == 1 else div(flat, s)
         if a > 0 and any(x != 1 for x in shape[:a]):
-            e = f"({e}) % {d}"
+            e = mod(f"({e})", d)
         w.line(f"const int {prefix}{a} = {e};")
         names.append(f"{prefix}{a}")
     return names

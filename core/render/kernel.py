@@ -25,6 +25,7 @@ from .. import dtypes as dt
 from ..errors import BackendError
 from .cstyle import NARROW_TYPES, CStyleRenderer
 from .helpers import narrow_decode, narrow_encode
+from .sizes import Size, unmark
 
 #: Largest element count indexed with 32-bit ints (faster on every device).
 INT32_LIMIT = (1 << 31) - 1
@@ -165,7 +166,9 @@ class KernelWriter:
     def flat_index(self, n: int, local: int = 64, name: str = "i") -> str:
         """One work-item per element of a flat range of `n`; declares and bounds-checks `name`."""
         check_size(n)
-        self.global_size, self.local_size = (n,), (min(local, max(n, 1)),)
+        # A size that varies between calls keeps whole work-groups (the check masks the rest),
+        # so the text does not name it.
+        self.global_size, self.local_size = (n,), (local if isinstance(n, Size) else min(local, max(n, 1)),)
         self.line(f"const int {name} = {self.r.global_id(0)};")
         # The count is an argument: kernels that differ only in it (a fused BatchNorm + ReLU
         # over other channel counts) share one text and one build.
@@ -190,16 +193,21 @@ class KernelWriter:
         self.line(text)
 
     def finish(self) -> Kernel:
+        # Sizes that vary between calls were written as markers; they become int arguments.
+        body = unmark("\n".join(["  " + p for p in self.prologue] + self.body),
+                      lambda name, value: name if name in self.scalars else self.param(name, value))
+        if "glow_udiv(" in body or "glow_umod(" in body:
+            self.helpers.add("glow_udiv")
+        local = None if self.local_size is None else tuple(int(n) for n in self.local_size)
         params = [f"{self.r.global_qualifier} unsigned char* mem".strip()]
         params += [f"const {self.r.offset_type} o{k}" for k in range(len(self.operands))]
         params += [f"const int {n}" for n in self.scalars]
-        lines = ["  " + p for p in self.prologue] + self.body
-        header = self.r.kernel_header("@NAME@", params, self.local_size)
-        text = header + " {\n" + "\n".join(lines) + "\n}\n"
+        header = self.r.kernel_header("@NAME@", params, local)
+        text = header + " {\n" + body + "\n}\n"
         digest = hashlib.sha1(text.encode()).hexdigest()[:10]
         name = f"{self.base}_{digest}"
         return Kernel(name, text.replace("@NAME@", name), frozenset(self.helpers),
-                      frozenset(self.features), self.global_size, self.local_size,
+                      frozenset(self.features), tuple(int(n) for n in self.global_size), local,
                       tuple(self.operands), self.instr, tuple(self.scalars.values()))
 
 

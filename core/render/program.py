@@ -19,6 +19,7 @@ from .kernel import Kernel, KernelWriter
 from .kernels.elementwise import render_copy, render_elementwise
 from .params import GPU, DeviceParams
 from .registry import rule_for
+from .sizes import rendering
 
 
 @dataclass
@@ -36,15 +37,18 @@ def render_instr(instr, renderer, params: DeviceParams, derived: dict | None = N
     if all(o is None or o.type.numel == 0 for o in instr.outputs):
         return None
     w = KernelWriter(renderer, _base_name(instr), instr, derived, params)
-    if instr.kind == "copy":
-        render_copy(w, instr, params)
-    elif instr.kind == "fused" or (instr.expr is None and _elementwise(instr)):
-        render_elementwise(w, instr, params)
-    else:
+    rule = None
+    if instr.kind != "copy" and not (instr.kind == "fused" or (instr.expr is None and _elementwise(instr))):
         rule = rule_for(instr.op.name, instr.op.domain)
         if rule is None:
             raise BackendError(f"no {renderer.name} kernel for instruction '{instr.name}' ({instr.opname})")
-        rule.render(w, instr, params)
+    with rendering():  # sizes that vary between calls are written as markers (see .sizes)
+        if instr.kind == "copy":
+            render_copy(w, instr, params)
+        elif rule is None:
+            render_elementwise(w, instr, params)
+        else:
+            rule.render(w, instr, params)
     return w.finish()
 
 
@@ -72,7 +76,9 @@ def render_program(fn, renderer, params: DeviceParams = GPU) -> Program:
 
 
 def program_source(renderer, kernels) -> str:
-    kernels = list(kernels)
+    # By name (a hash of the text), not by first use: a graph whose instructions come in
+    # another order for another sequence length builds the same program.
+    kernels = sorted(kernels, key=lambda k: k.name)
     helpers = set().union(*(k.helpers for k in kernels)) if kernels else set()
     features = set().union(*(k.features for k in kernels)) if kernels else set()
     parts = renderer.preamble(features) + render_helpers(renderer, helpers)

@@ -7,6 +7,8 @@ it, so they are baked into the kernel text as literals.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ... import dtypes as dt
@@ -178,7 +180,7 @@ def render_concat(w, instr, params):
     out, y, i = _start(w, instr, params)
     shape = out.type.shape
     axis = instr.attrs.get("axis", 0) % len(shape)
-    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    inner = math.prod(shape[axis + 1:])
     n = shape[axis]
     w.line(f"const int outer = {i} / {n * inner};")
     w.line(f"const int a = ({i} / {inner}) % {n};")
@@ -201,7 +203,7 @@ def render_gather(w, instr, params):
     out, y, i = _start(w, instr, params)
     x, ind = instr.inputs
     axis = instr.attrs.get("axis", 0) % len(x.type.shape)
-    inner = int(np.prod(x.type.shape[axis + 1:], dtype=np.int64))
+    inner = math.prod(x.type.shape[axis + 1:])
     d, ni = x.type.shape[axis], max(ind.type.numel, 1)
     pi = w.arg(ind)
     if axis == 0:  # an embedding lookup: no outer dim, and no index count in the code (a new
