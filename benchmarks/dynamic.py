@@ -2,6 +2,7 @@
 
     python benchmarks/dynamic.py                 # both models, static and symbolic shapes
     python benchmarks/dynamic.py --rounds 5 --calls 40 --threads 1 --no-write
+    python benchmarks/dynamic.py --backend opencl   # results-dynamic-opencl.json
 
 Models (glow.testing.nlp_models, written the way the PyTorch exporters write them): a BERT-tiny
 sized encoder (2 layers, hidden 128, 2 heads, FFN 512, batch 2, sequence 32) and a GPT-style
@@ -14,7 +15,9 @@ For the symbolic-shape models it also times a *new* batch size and a new sequenc
 the call to its result (the reference interpreter answers it while the shape compiles in the
 background, glow.flow.tiered; GLOW_TIERED=0 makes the call wait for the compile), from the call
 to the compiled code being ready (an empty object cache), then the steady ratio at that shape.
-Results go to benchmarks/results-dynamic.json.
+On opencl a new shape also says whether the device compiler built a program for it
+(`programs_built`: 0 when the shape rendered the program text of a shape before). Results go to
+benchmarks/results-dynamic.json (results-dynamic-opencl.json for opencl).
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ def _timed_rounds(exe, sess, model, batch, seq, rounds, calls, rng):
     return statistics.median(glow_r), statistics.median(ort_r)
 
 
-def measure(name, dynamic, threads, rounds, calls) -> dict:
+def measure(name, dynamic, threads, rounds, calls, backend="cpu") -> dict:
     import glow
     import numpy as np
     from glow.testing import nlp_models
@@ -71,7 +74,7 @@ def measure(name, dynamic, threads, rounds, calls) -> dict:
     rng = np.random.default_rng(0)
     sess = _ort(model, threads)
     t = time.perf_counter()
-    exe = glow.compile(model, backend="cpu", threads=threads)
+    exe = glow.compile(model, backend=backend, **({"threads": threads} if backend == "cpu" else {}))
     exe.run(nlp_models.token_feeds(model, 2, 32, rng))  # the first call (compiles a symbolic model)
     first = time.perf_counter() - t
     before = exe.stats.get("compiles", 0)
@@ -91,6 +94,8 @@ def measure(name, dynamic, threads, rounds, calls) -> dict:
             g2, o2 = _timed_rounds(exe, sess, model, b, s, max(1, rounds // 2), calls, rng)
             row[label] = {"first_result_s": new_first, "compiled_s": compiled, "glow_ms": g2 * 1e3,
                           "ort_ms": o2 * 1e3, "ratio": g2 / o2}
+            if "programs_built" in exe.stats:
+                row[label]["programs_built"] = exe.stats["programs_built"]
         row["cache_bytes"] = exe.stats["cache_bytes"]
         row["specializations"] = exe.stats["specializations"]
         row["compiles"] = exe.stats["compiles"]
@@ -102,6 +107,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=40)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--backend", default="cpu", choices=("cpu", "opencl"))
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     rows = []
@@ -111,10 +117,10 @@ def main(argv=None) -> int:
             # compile (only kernels of this same model whose shapes did not change are found)
             with tempfile.TemporaryDirectory() as cache:
                 os.environ["GLOW_CACHE_DIR"] = cache
-                rows.append(measure(m, d, args.threads, args.rounds, args.calls))
+                rows.append(measure(m, d, args.threads, args.rounds, args.calls, args.backend))
     cpu = cpu_model()
-    print(f"CPU: {cpu}; threads {args.threads}; fresh token ids every call; medians of {args.rounds} rounds "
-          f"x {args.calls} calls")
+    print(f"CPU: {cpu}; glow backend {args.backend}; threads {args.threads}; fresh token ids every call; "
+          f"medians of {args.rounds} rounds x {args.calls} calls")
     print(f"{'model':<9} {'shapes':<9} {'glow ms':>8} {'ort ms':>8} {'ratio':>6} {'recompiles':>10} "
           f"{'first result s':>14}")
     for r in rows:
@@ -125,12 +131,14 @@ def main(argv=None) -> int:
                 x = r[label]
                 print(f"  {label:<16} first result {x['first_result_s']:.3f} s; compiled code from "
                       f"{x['compiled_s']:.2f} s; then glow {x['glow_ms']:.3f} ms, ort {x['ort_ms']:.3f} ms, "
-                      f"ratio {x['ratio']:.2f}")
+                      f"ratio {x['ratio']:.2f}"
+                      + (f"; programs built {x['programs_built']}" if "programs_built" in x else ""))
         if "cache_bytes" in r:
             print(f"  cache: {r['specializations']} specialisation(s), {r['cache_bytes'] / 2**20:.1f} MiB held, "
                   f"{r['compiles']} compiles in all")
     if not args.no_write:
-        write_results("dynamic", {"cpu": cpu, "threads": args.threads, "rows": rows})
+        write_results("dynamic" if args.backend == "cpu" else f"dynamic-{args.backend}",
+                      {"cpu": cpu, "backend": args.backend, "threads": args.threads, "rows": rows})
     return 0
 
 

@@ -15,6 +15,8 @@ whatever the fast GEMM kernel declines: C rows accumulate a[m, k] * B[k, :] (row
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from glow import dtypes as dt
 
@@ -106,34 +108,56 @@ def emit_reduce(cg, instr):
     kshape = [shape[k] for k in kept]
     ostride = dict(zip(kept, strides_of(kshape)))
     in_st = strides_of(shape)
-    dims = [(n, in_st[k], ostride.get(k, 0), k in axes) for k, n in enumerate(shape) if n != 1]
+    dims = _merged([(n, in_st[k], ostride.get(k, 0), k in axes) for k, n in enumerate(shape) if n != 1])
     acc = _Acc(instr.op.name, d)
     rows = bool(dims) and not dims[-1][3] and d not in HALVES and any(r for *_, r in dims)
     numel = int(np.prod(shape, dtype=np.int64))
-    kb = cg.function(instr.op.name, [PTR, PTR, I64, I64])
-    x, y, tid, nth = kb.args
     kept_dims = [(n, s, o) for n, s, o, r in dims if not r]
     red_dims = [(n, s) for n, s, o, r in dims if r]
+    args = [cg.ptr(src), cg.ptr(out)]
     if rows:
+        kb = cg.function(instr.op.name, [PTR, PTR, I64, I64])
+        x, y, tid, nth = kb.args
         _rows(kb, acc, x, y, kept_dims, red_dims, tid, nth)
     else:
-        _dots(kb, acc, x, y, kept_dims, red_dims, tid, nth)
+        # The output count is an argument and the outermost kept dim's size is in no offset, so
+        # a normalisation over the last axis ([batch x sequence] rows) serves every length.
+        kb = cg.function(instr.op.name, [PTR, PTR, I64, I64, I64])
+        x, y, items, tid, nth = kb.args
+        _dots(kb, acc, x, y, kept_dims, red_dims, items, tid, nth)
+        args.append(cg.entry.i64(math.prod(n for n, *_ in kept_dims)))
     kb.finish()
-    call_split(cg, kb.fn, [cg.ptr(src), cg.ptr(out)], numel < PARALLEL_MIN)
+    call_split(cg, kb.fn, args, numel < PARALLEL_MIN)
 
 
-def _split_outer(kb, n: int, tid, nth):
+def _merged(dims):
+    """Adjacent (size, in stride, out stride, reduced) dims that step as one, merged."""
+    out: list = []
+    for n, s, o, r in dims:
+        if out and out[-1][3] == r and out[-1][1] == n * s and out[-1][2] == n * o:
+            out[-1] = (out[-1][0] * n, s, o, r)
+        else:
+            out.append((n, s, o, r))
+    return out
+
+
+def _split_outer(kb, n, tid, nth):
     b = kb.b
-    return b.sdiv(b.mul(kb.i64(n), tid), nth), b.sdiv(b.mul(kb.i64(n), b.add(tid, kb.i64(1))), nth)
+    n = kb.i64(n) if isinstance(n, int) else n
+    return b.sdiv(b.mul(n, tid), nth), b.sdiv(b.mul(n, b.add(tid, kb.i64(1))), nth)
 
 
 def _offsets(kb, index, dims, which: int):
-    """Decompose a flat index over `dims` (sizes first) into the offset sum of field `which`."""
+    """Decompose a flat index over `dims` (sizes first) into the offset sum of field `which`.
+    The index is below the dims' product, so the outermost coordinate needs no remainder (and
+    its size is not in the code)."""
     b, off, rest = kb.b, kb.i64(0), index
-    for dim in reversed(dims):
-        n = dim[0]
-        off = b.add(off, b.mul(b.srem(rest, kb.i64(n)), kb.i64(dim[which])))
-        rest = b.sdiv(rest, kb.i64(n))
+    for k, dim in enumerate(reversed(dims)):
+        outermost = k == len(dims) - 1
+        coord = rest if outermost else b.srem(rest, kb.i64(dim[0]))
+        off = b.add(off, b.mul(coord, kb.i64(dim[which])))
+        if not outermost:
+            rest = b.sdiv(rest, kb.i64(dim[0]))
     return off
 
 
@@ -182,11 +206,11 @@ def _rows(kb, acc, x, y, kept, red, tid, nth):
         _nest(kb, red, kb.i64(0), combine_row)
 
 
-def _dots(kb, acc, x, y, kept, red, tid, nth):
-    """Each output element accumulates in a register over the reduced dims."""
+def _dots(kb, acc, x, y, kept, red, items, tid, nth):
+    """Each output element accumulates in a register over the reduced dims (`items` of them:
+    the product of the kept dims, an argument)."""
     b = kb.b
-    n_out = int(np.prod([n for n, *_ in kept], dtype=np.int64))
-    lo, hi = _split_outer(kb, n_out, tid, nth)
+    lo, hi = _split_outer(kb, items, tid, nth)
     d = acc.d
     inner_n, inner_s = red[-1] if red else (1, 0)
     outer_red = red[:-1]
