@@ -190,8 +190,12 @@ class ClExecutable(Executable):
     @property
     def stats(self) -> dict:
         """`programs_built`: 1 when this executable's program text was new to the process (a
-        device-compiler build), 0 when an executable before it had built the same text."""
-        return {"programs_built": int(self.program_built), "kernels": len(self.compiled.program.kernels)}
+        device-compiler build), 0 when an executable before it had built the same text;
+        `weights_bytes` and `arena_bytes`: its one device buffer, weights and the rest."""
+        layout = self.compiled.layout
+        weights = layout.weights_end
+        return {"programs_built": int(self.program_built), "kernels": len(self.compiled.program.kernels),
+                "weights_bytes": weights, "arena_bytes": max(layout.total - weights, 0)}
 
     def _profile(self, feeds):
         """Run once on the device's profiling queue: each launch's device time (its event's

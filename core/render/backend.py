@@ -19,7 +19,7 @@ from ..graph import Graph
 from .layout import DeviceLayout, layout_memory
 from .params import GPU, DeviceParams
 from .program import Program, render_program
-from .sizes import mark_varying
+from .sizes import varying_marked
 from .support import deferred, native_ops, renders
 
 
@@ -82,8 +82,8 @@ class CStyleBackend(Backend):
         t = time.perf_counter()
         ir = lower_to_ir(graph)  # refuses what is past the memory budget (InputError)
         check_index_range(ir.fn, self.name)
-        mark_varying(ir.fn)  # sizes a symbolic dim takes become kernel arguments (see .sizes)
-        program = render_program(ir.fn, self.renderer, params)
+        with varying_marked(ir.fn):  # sizes a symbolic dim takes become kernel arguments (.sizes)
+            program = render_program(ir.fn, self.renderer, params)
         layout = layout_memory(ir.fn, ir.plan, program.launches)
         return Compiled(ir, program, layout, params, time.perf_counter() - t)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import hashlib
 import re
 
 _RENDERING: contextvars.ContextVar[bool] = contextvars.ContextVar("glow_render_sizes", default=False)
@@ -32,16 +33,22 @@ def _expr(v) -> str:
     return v.expr if isinstance(v, Size) else str(int(v))
 
 
+def _short(expr: str) -> str:
+    """`expr`, or a digest of it past 120 characters (a long chain of arithmetic: the digest is as
+    deterministic, and the strings stay short)."""
+    return expr if len(expr) <= 120 else "h" + hashlib.sha1(expr.encode()).hexdigest()[:16]
+
+
 def _binary(op: str, fn):
     def method(self, o):
         if not isinstance(o, int):
             return NotImplemented
-        return Size(fn(int(self), int(o)), f"({self.expr}{op}{_expr(o)})")
+        return Size(fn(int(self), int(o)), _short(f"({self.expr}{op}{_expr(o)})"))
 
     def reflected(self, o):
         if not isinstance(o, int):
             return NotImplemented
-        return Size(fn(int(o), int(self)), f"({_expr(o)}{op}{self.expr})")
+        return Size(fn(int(o), int(self)), _short(f"({_expr(o)}{op}{self.expr})"))
 
     return method, reflected
 
@@ -95,13 +102,24 @@ def rendering():
         _RENDERING.reset(token)
 
 
-def mark_varying(fn) -> bool:
-    """Make the dims of `fn`'s operands that take a varying size `Size`s (in place: the IR is
-    this compile's own). Returns whether any did."""
+@contextlib.contextmanager
+def varying_marked(fn):
+    """While rendering: the dims of `fn`'s operands that take a varying size are `Size`s (in
+    place; the IR is this compile's own). Their types are restored after, so the memory layout
+    and everything past rendering see plain ints."""
+    restore = _mark(fn)
+    try:
+        yield
+    finally:
+        for o, t in restore:
+            object.__setattr__(o, "type", t)
+
+
+def _mark(fn) -> list:
     from .. import dtypes as dt
     from ..specialize import varying_name
 
-    seen, marked = set(), False
+    seen, restore = set(), []
     derived = _products()
     for instr in fn.instrs:
         for o in (*instr.inputs, *instr.outputs):
@@ -121,9 +139,9 @@ def mark_varying(fn) -> bool:
             marked_type = dt.TensorType(t.shape, t.dtype)
             # TensorType normalises dims to plain ints; the marked ones are set past that.
             object.__setattr__(marked_type, "shape", tuple(Size(d, n) if n else d for d, n in zip(t.shape, names)))
+            restore.append((o, t))
             object.__setattr__(o, "type", marked_type)
-            marked = True
-    return marked
+    return restore
 
 
 def _products() -> dict[int, str]:
