@@ -1,0 +1,272 @@
+"""Integer GEMM: MatMulInteger with a constant B, int8 products accumulated in int32.
+
+Every operand is first brought to one form, unsigned A bytes times signed B bytes, which is what
+AVX-512 VNNI's `vpdpbusd` multiplies (four byte products added into each int32 lane):
+a signed A is A + 128 with its zero point moved by 128, an unsigned B is B - 128 likewise. Then
+
+    (A - za) @ (B - zb) = A'B' - rowsum(A') zb' - za' colsum(B') + K za' zb'
+
+The last two terms are constants per column, folded at compile time into one int32 bias row; the
+row sums of A are a short pass per row, needed only where zb' is not zero. All arithmetic wraps
+modulo 2**32, as the reference's int32 result does, so the split is exact.
+
+B is packed at compile time into panels of 16 columns: for each group of 4 k, 16 lanes of 4 bytes
+(zero past K and past N, so a partial group or panel adds nothing). The micro-kernel keeps
+ROWS x 2 panels of int32 accumulators; each step broadcasts 4 bytes of a row of A and multiplies
+them into both panels: `vpdpbusd` where the code may use AVX-512 VNNI, `vpmaddwd` on bytes widened
+to int16 on AVX2 (exact: no saturating `vpmaddubsw`), plain vector IR elsewhere (`_Dot`). A's last partial group of 4 is
+read byte by byte, never past the row.
+"""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+import numpy as np
+from glow import dtypes as dt
+
+from ..codegen import constant, cpu_kernel
+from ..irutil import I32, I64, PTR
+from .elementwise import call_split
+from .gemm_emit import split_range
+
+LANES = 16  # int32 lanes of one accumulator (one zmm; two ymm below AVX-512)
+PANELS = 2  # panels of LANES columns per micro-kernel step
+ROWS = 4  # rows of A per micro-kernel step (VNNI and generic; see _Dot)
+I8 = ir.IntType(8)
+V16 = ir.VectorType(I32, LANES)
+PARALLEL_MACS = 1 << 16  # below this many multiply-adds: one thread
+
+
+def vnni() -> bool:
+    """Whether the code is made for a target with AVX-512 VNNI (and at the avx512 level)."""
+    from ..jit import host_features, isa
+
+    return isa() == "avx512" and "+avx512vnni" in host_features().split(",")
+
+
+# -- compile-time packing ------------------------------------------------------------------------
+def to_u8s8(a_dtype, b: np.ndarray, a_zp: int, b_zp: np.ndarray):
+    """(B as signed bytes, A's xor mask, za', zb' per column) of the unsigned x signed form."""
+    flip_a = 0x80 if a_dtype == dt.int8 else 0
+    za = int(a_zp) + (128 if flip_a else 0)
+    if b.dtype == np.uint8:
+        bs = (b.astype(np.int16) - 128).astype(np.int8)
+        zb = b_zp.astype(np.int64) - 128
+    else:
+        bs, zb = b.astype(np.int8), b_zp.astype(np.int64)
+    return bs, flip_a, za, np.broadcast_to(zb, (b.shape[1],))
+
+
+def pack(bs: np.ndarray) -> np.ndarray:
+    """[panels, K/4 groups, LANES, 4] signed bytes of B (K x N), zero padded."""
+    k, n = bs.shape
+    kg, panels = -(-k // 4), -(-n // LANES)
+    out = np.zeros((kg * 4, panels * LANES), np.int8)
+    out[:k, :n] = bs
+    return np.ascontiguousarray(out.reshape(kg, 4, panels, LANES).transpose(2, 0, 3, 1))
+
+
+def bias_row(bs: np.ndarray, za: int, zb: np.ndarray) -> np.ndarray:
+    """K za' zb' - za' colsum(B') per column, wrapped to int32, padded to whole panels."""
+    k, n = bs.shape
+    col = bs.astype(np.int64).sum(axis=0)
+    bias = (k * za * zb - za * col) % (1 << 32)
+    out = np.zeros(-(-n // LANES) * LANES, np.int64)
+    out[:n] = bias
+    return out.astype(np.uint32).view(np.int32)
+
+
+# -- the kernel -------------------------------------------------------------------------------------
+class _Dot:
+    """How one step (4 bytes of a row of A into a panel's 16 lanes) is multiplied on this target.
+
+    vnni: `vpdpbusd`, one instruction. pairs (AVX2, and AVX-512 without VNNI): B's bytes widened
+    to int16 and `vpmaddwd` with A's bytes repeated, which adds two exact products into each
+    int32: the accumulator holds two partial sums per lane (32 x i32), added at the end. generic:
+    plain vector IR over int32 (exact on any target)."""
+
+    def __init__(self):
+        from ..jit import isa
+
+        self.kind = "vnni" if vnni() else "pairs" if isa() in ("avx512", "avx2") else "generic"
+        self.acc_type = ir.VectorType(I32, 2 * LANES) if self.kind == "pairs" else V16
+        # register tile: pair accumulators take 4 ymm per panel, and AVX2 has 16 registers
+        self.rows, self.panels = (2, 1) if self.kind == "pairs" else (ROWS, PANELS)
+
+    def step(self, kb, acc, a4, b):
+        bld = kb.b
+        if self.kind == "vnni":
+            f = kb.intrinsic("llvm.x86.avx512.vpdpbusd.512", V16, [V16, V16, V16])
+            return bld.call(f, [acc, kb.splat(a4, LANES), b])
+        bytes_b = bld.bitcast(b, ir.VectorType(I8, 4 * LANES))
+        if self.kind == "pairs":
+            v16i16, v8i32 = ir.VectorType(ir.IntType(16), 16), ir.VectorType(I32, 8)
+            a_bytes = bld.bitcast(a4, ir.VectorType(I8, 4))
+            a16 = bld.zext(a_bytes, ir.VectorType(ir.IntType(16), 4))
+            a_pat = bld.shuffle_vector(a16, ir.Constant(a16.type, ir.Undefined),
+                                       ir.Constant(ir.VectorType(I32, 16), [t % 4 for t in range(16)]))
+            b16 = bld.sext(bytes_b, ir.VectorType(ir.IntType(16), 4 * LANES))
+            f = kb.intrinsic("llvm.x86.avx2.pmadd.wd", v8i32, [v16i16, v16i16])
+            parts = []
+            for q in range(4):  # 16 int16 = 4 lanes x 4 bytes -> 8 int32 = 4 lanes x 2 pair sums
+                bq = bld.shuffle_vector(b16, ir.Constant(b16.type, ir.Undefined),
+                                        ir.Constant(ir.VectorType(I32, 16), list(range(16 * q, 16 * q + 16))))
+                parts.append(bld.call(f, [bq, a_pat]))
+            both = [bld.shuffle_vector(parts[0], parts[1], ir.Constant(ir.VectorType(I32, 16), list(range(16)))),
+                    bld.shuffle_vector(parts[2], parts[3], ir.Constant(ir.VectorType(I32, 16), list(range(16))))]
+            whole = bld.shuffle_vector(both[0], both[1], ir.Constant(ir.VectorType(I32, 32), list(range(32))))
+            return bld.add(acc, whole)
+        for t in range(4):
+            lane_t = bld.shuffle_vector(bytes_b, ir.Constant(bytes_b.type, ir.Undefined),
+                                        ir.Constant(ir.VectorType(I32, LANES), [4 * j + t for j in range(LANES)]))
+            at = bld.and_(bld.lshr(a4, ir.Constant(I32, 8 * t)), ir.Constant(I32, 0xFF))
+            acc = bld.add(acc, bld.mul(bld.sext(lane_t, V16), kb.splat(at, LANES)))
+        return acc
+
+    def final(self, kb, acc):
+        """The accumulator as 16 int32 lanes."""
+        if self.kind != "pairs":
+            return acc
+        bld, idx = kb.b, ir.VectorType(I32, LANES)
+        even = bld.shuffle_vector(acc, acc, ir.Constant(idx, [2 * j for j in range(LANES)]))
+        odd = bld.shuffle_vector(acc, acc, ir.Constant(idx, [2 * j + 1 for j in range(LANES)]))
+        return bld.add(even, odd)
+
+
+def _a_group(kb, row_ptr, g, flip: int):
+    """The 4 bytes k = 4g .. 4g+3 of a whole group of a row of A as one i32, each xor `flip` (a
+    signed A made unsigned)."""
+    bld = kb.b
+    word = bld.load(bld.gep(row_ptr, [bld.mul(g, kb.i64(4))], source_etype=I8, inbounds=True), typ=I32, align=1)
+    return bld.xor(word, ir.Constant(I32, flip * 0x01010101)) if flip else word
+
+
+def _a_tail(kb, row_ptr, k: int, flip: int):
+    """The last, partial group of A's row (k % 4 bytes), zero above."""
+    bld, word = kb.b, ir.Constant(I32, 0)
+    for t in range(k % 4):
+        byte = bld.load(bld.gep(row_ptr, [kb.i64(k - k % 4 + t)], source_etype=I8, inbounds=True), typ=I8, align=1)
+        v = bld.zext(bld.xor(byte, ir.Constant(I8, flip)) if flip else byte, I32)
+        word = bld.or_(word, bld.shl(v, ir.Constant(I32, 8 * t)))
+    return word
+
+
+def emit_int8_gemm(cg, a, y, rows: int, k: int, n: int, flip: int, packed: np.ndarray, bias: np.ndarray,
+                   zb: np.ndarray | None):
+    """y[rows, n] (int32) = A'[rows, k] @ B' + bias - rowsum(A') zb (zb None: all zero). The row
+    count is an argument: a new batch or sequence length uses the same function."""
+    panels = packed.shape[0]
+    kb = cg.function("int8_gemm", [PTR, PTR, PTR, PTR, PTR, I64, I64, I64])
+    a_, b_, bias_, zb_, y_, nrows, tid, nth = kb.args
+    bld, dot = kb.b, _Dot()
+    R = dot.rows
+    lo, hi = split_range(kb, bld.sdiv(bld.add(nrows, kb.i64(R - 1)), kb.i64(R)), tid, nth)
+    with kb.loop(lo, hi, name="blk", unroll=False) as blk:
+        row0 = bld.mul(blk, kb.i64(R))
+        live = [bld.icmp_signed("<", bld.add(row0, kb.i64(r)), nrows) for r in range(R)]
+        # rows past the end read the last row again (their results are not stored)
+        rows_at = [bld.select(live[r], bld.add(row0, kb.i64(r)), bld.sub(nrows, kb.i64(1))) for r in range(R)]
+        a_rows = [bld.gep(a_, [bld.mul(ra, kb.i64(k))], source_etype=I8, inbounds=True) for ra in rows_at]
+        sums = None if zb is None else [_row_sum(kb, ap, k, flip) for ap in a_rows]
+        for p0 in range(0, panels, dot.panels):
+            ps = list(range(p0, min(p0 + dot.panels, panels)))
+            accs = _panel_products(kb, dot, a_rows, b_, ps, packed.shape[1], k, flip)
+            for j, p in enumerate(ps):
+                at = kb.i64(p * LANES * 4)
+                bias_v = bld.load(bld.gep(bias_, [at], source_etype=I8, inbounds=True), typ=V16, align=4)
+                zb_v = None if zb is None else bld.load(bld.gep(zb_, [at], source_etype=I8, inbounds=True),
+                                                        typ=V16, align=4)
+                for r in range(R):
+                    v = bld.add(dot.final(kb, bld.load(accs[r][j])), bias_v)
+                    if zb_v is not None:
+                        v = bld.sub(v, bld.mul(zb_v, kb.splat(sums[r], LANES)))
+                    with kb.if_then(live[r]):
+                        out = bld.gep(y_, [bld.add(bld.mul(bld.add(row0, kb.i64(r)), kb.i64(n)), kb.i64(p * LANES))],
+                                      source_etype=I32, inbounds=True)
+                        _store_panel(kb, v, out, min(LANES, n - p * LANES))
+    kb.finish()
+    zb_arr = np.zeros(panels * LANES, np.int32) if zb is None else zb
+    args = [cg.ptr(a), cg.weight(packed.reshape(-1)), cg.weight(bias), cg.weight(zb_arr), cg.ptr(y),
+            cg.entry.i64(rows)]
+    call_split(cg, kb.fn, args, rows * k * n < PARALLEL_MACS)
+
+
+def _row_sum(kb, row_ptr, k: int, flip: int):
+    """The sum of a row of A' (int32)."""
+    bld = kb.b
+    s = kb.var(I32, ir.Constant(I32, 0))
+    with kb.loop(0, k, name="rs") as kk:
+        byte = bld.load(bld.gep(row_ptr, [kk], source_etype=I8, inbounds=True), typ=I8, align=1)
+        byte = bld.xor(byte, ir.Constant(I8, flip)) if flip else byte
+        bld.store(bld.add(bld.load(s), bld.zext(byte, I32)), s)
+    return bld.load(s)
+
+
+def _panel_products(kb, dot, a_rows, b_, ps, groups: int, k: int, flip: int):
+    """Accumulators [row][panel] of A' times the panels `ps` of packed B', over every k."""
+    bld = kb.b
+    group_bytes = LANES * 4
+    accs = [[kb.var(dot.acc_type, ir.Constant(dot.acc_type, None)) for _ in ps] for _ in a_rows]
+    b_panel = [bld.gep(b_, [kb.i64(p * groups * group_bytes)], source_etype=I8, inbounds=True) for p in ps]
+
+    def step(words, g):
+        bv = [bld.load(bld.gep(bp, [bld.mul(g, kb.i64(group_bytes))], source_etype=I8, inbounds=True),
+                       typ=V16, align=1) for bp in b_panel]
+        for r, acc_row in enumerate(accs):
+            for acc, b in zip(acc_row, bv):
+                bld.store(dot.step(kb, bld.load(acc), words[r], b), acc)
+
+    if k // 4:
+        with kb.loop(0, k // 4, name="g") as g:
+            step([_a_group(kb, ap, g, flip) for ap in a_rows], g)
+    if k % 4:
+        step([_a_tail(kb, ap, k, flip) for ap in a_rows], kb.i64(k // 4))
+    return accs
+
+
+def _store_panel(kb, v, out, cols: int):
+    """Store the first `cols` lanes of v at out (a whole panel at once)."""
+    bld = kb.b
+    if cols == LANES:
+        bld.store(v, out, align=4)
+        return
+    for c in range(cols):  # the last, partial panel: its columns one by one
+        bld.store(bld.extract_element(v, ir.Constant(I32, c)), bld.gep(out, [kb.i64(c)], source_etype=I32,
+                                                                        inbounds=True), align=4)
+
+
+# -- registration ---------------------------------------------------------------------------------
+def _scalar_const(v) -> bool:
+    return v is None or (v.is_constant and v.type.numel == 1)
+
+
+def _supports(node) -> bool:
+    a, b = node.inputs[0], node.inputs[1]
+    za = node.inputs[2] if len(node.inputs) > 2 else None
+    zb = node.inputs[3] if len(node.inputs) > 3 else None
+    if not (isinstance(a.type, dt.TensorType) and a.type.is_static and a.type.rank >= 2):
+        return False
+    if not (b.is_constant and b.type.rank == 2 and b.type.numel > 0 and a.type.numel > 0):
+        return False
+    n = b.type.shape[1]
+    zb_ok = zb is None or (zb.is_constant and zb.type.numel in (1, n) and zb.type.rank <= 1)
+    return _scalar_const(za) and zb_ok and a.type.dtype in (dt.int8, dt.uint8)
+
+
+@cpu_kernel("MatMulInteger", supports=_supports, priority=10)
+def emit_matmul_integer(cg, instr):
+    a, b, *zps = instr.inputs
+    za_op = zps[0] if zps else None
+    zb_op = zps[1] if len(zps) > 1 else None
+    bv = constant(b)
+    k, n = bv.shape
+    rows = a.type.numel // k
+    za = 0 if za_op is None else int(constant(za_op).reshape(-1)[0])
+    zb = np.zeros(1, np.int64) if zb_op is None else constant(zb_op).reshape(-1).astype(np.int64)
+    bs, flip, za2, zb2 = to_u8s8(a.type.dtype, bv, za, zb)
+    zb_pad = None
+    if np.any(zb2 != 0):
+        zb_pad = np.zeros(-(-n // LANES) * LANES, np.int64)
+        zb_pad[:n] = zb2
+        zb_pad = (zb_pad % (1 << 32)).astype(np.uint32).view(np.int32)
+    emit_int8_gemm(cg, a, instr.outputs[0], rows, k, n, flip, pack(bs), bias_row(bs, za2, zb2), zb_pad)
