@@ -1,15 +1,18 @@
 """Integer GEMM: MatMulInteger with constant int8 weights, glow cpu against onnxruntime (issue 19).
 
-    python benchmarks/int8_gemm.py                  # BERT-base projection shapes, 1 thread
+    python benchmarks/int8_gemm.py                  # BERT-base projection shapes, then an encoder
     python benchmarks/int8_gemm.py --rounds 5 --calls 40 --isa avx2 --no-write
 
 The shapes of a BERT-base layer quantized by onnxruntime's `quantize_dynamic` (uint8 activations
 with a zero point, int8 weights): 128 tokens times the 768 x 768, 768 x 3072 and 3072 x 768
 projections. Every call gets new activations, drawn before the timer and fed to both engines,
 which alternate which runs first; each round's figure is the median of its calls, the table the
-median of the rounds. Results must be equal (checked on the first input). `--isa` compiles glow
-for a lower instruction-set level (onnxruntime keeps the host's). Results go to
-benchmarks/results-int8-gemm.json.
+median of the rounds. Results must be equal (checked on the first input). Then a whole model: a
+BERT-base-wide encoder (glow.testing.nlp_models: 2 layers, hidden 768, 12 heads, FFN 3072, one
+sequence of 128 tokens, random weights) in fp32 and through onnxruntime's quantize_dynamic
+(int8 weights; DynamicQuantizeLinear -> MatMulInteger -> scale per projection), each run by both
+engines. `--isa` compiles glow for a lower instruction-set level (onnxruntime keeps the host's).
+Results go to benchmarks/results-int8-gemm.json.
 """
 
 from __future__ import annotations
@@ -41,25 +44,37 @@ def _model(m, k, n, rng):
     return h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
 
 
-def measure(m, k, n, rounds, calls, isa, rng) -> dict:
-    import glow
-    import numpy as np
+def _session(model):
+    """onnxruntime on one thread for a model (bytes or a path)."""
     import onnxruntime as ort
 
-    model = _model(m, k, n, rng)
-    exe = glow.compile(model, "cpu", threads=1, options={"isa": isa} if isa else None)
     so = ort.SessionOptions()
     so.intra_op_num_threads = so.inter_op_num_threads = 1
     so.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def measure(m, k, n, rounds, calls, isa, rng) -> dict:
+    import glow
+    import numpy as np
+
+    model = _model(m, k, n, rng)
+    exe = glow.compile(model, "cpu", threads=1, options={"isa": isa} if isa else None)
+    sess = _session(model.SerializeToString())
     a = rng.integers(0, 256, (m, k)).astype(np.uint8)
     if not np.array_equal(exe.run({"A": a})["Y"], sess.run(None, {"A": a})[0]):
         raise SystemExit(f"{m}x{k}x{n}: glow and onnxruntime differ")
+    gs, os_ = _interleaved(exe, sess, lambda: {"A": rng.integers(0, 256, (m, k)).astype(np.uint8)}, rounds, calls)
+    return {"shape": [m, k, n], "glow_ms": gs * 1e3, "ort_ms": os_ * 1e3, "ratio": gs / os_,
+            "glow_gops": 2 * m * k * n / gs / 1e9}
+
+
+def _interleaved(exe, sess, make_feeds, rounds, calls):
     glow_r, ort_r = [], []
     for r in range(rounds):
         g, o = [], []
         for c in range(calls):
-            feeds = {"A": rng.integers(0, 256, (m, k)).astype(np.uint8)}
+            feeds = make_feeds()
             for first in ((0, 1) if (r + c) % 2 == 0 else (1, 0)):
                 t = time.perf_counter()
                 if first == 0:
@@ -70,9 +85,36 @@ def measure(m, k, n, rounds, calls, isa, rng) -> dict:
                     o.append(time.perf_counter() - t)
         glow_r.append(statistics.median(g))
         ort_r.append(statistics.median(o))
-    gs, os_ = statistics.median(glow_r), statistics.median(ort_r)
-    return {"shape": [m, k, n], "glow_ms": gs * 1e3, "ort_ms": os_ * 1e3, "ratio": gs / os_,
-            "glow_gops": 2 * m * k * n / gs / 1e9}
+    return statistics.median(glow_r), statistics.median(ort_r)
+
+
+def measure_encoder(rounds, calls, isa, rng) -> list[dict]:
+    """The encoder in fp32 and through quantize_dynamic: glow and onnxruntime on each."""
+    import logging
+    import tempfile
+
+    import glow
+    import numpy as np
+    import onnx
+    from glow.testing.nlp_models import encoder, token_feeds
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    model = encoder(layers=2, hidden=768, heads=12, ffn=3072, vocab=1000, batch=1, seq=128, dynamic=False)
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = os.path.join(d, "fp32.onnx"), os.path.join(d, "int8.onnx")
+        onnx.save(model, src)
+        logging.getLogger().setLevel(logging.ERROR)
+        quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
+        for fmt, path in (("fp32", src), ("int8", dst)):
+            exe = glow.compile(path, "cpu", threads=1, options={"isa": isa} if isa else None)
+            sess = _session(path)
+            feeds = token_feeds(model, 1, 128, rng)
+            diff = float(np.max(np.abs(next(iter(exe.run(feeds).values())) - sess.run(None, feeds)[0])))
+            g, o = _interleaved(exe, sess, lambda: token_feeds(model, 1, 128, rng), rounds, calls)
+            rows.append({"model": f"encoder-768 {fmt}", "glow_ms": g * 1e3, "ort_ms": o * 1e3, "ratio": g / o,
+                         "max_diff": diff})
+    return rows
 
 
 def main(argv=None) -> int:
@@ -90,6 +132,7 @@ def main(argv=None) -> int:
     with jit.level(args.isa):
         level, uses_vnni = jit.isa(), vnni()
     rows = [measure(m, k, n, args.rounds, args.calls, args.isa, rng) for m, k, n in SHAPES]
+    models = measure_encoder(max(1, args.rounds), max(4, args.calls // 4), args.isa, rng)
     cpu = cpu_model()
     print(f"CPU: {cpu}; glow level {level} (VNNI: {'yes' if uses_vnni else 'no'}); 1 thread; fresh inputs every "
           f"call; medians of {args.rounds} rounds x {args.calls} calls")
@@ -97,8 +140,13 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"{'x'.join(map(str, r['shape'])):<16} {r['glow_ms']:>8.3f} {r['ort_ms']:>8.3f} {r['ratio']:>6.2f} "
               f"{r['glow_gops']:>10.0f}")
+    print(f"{'model':<18} {'glow ms':>8} {'ort ms':>8} {'ratio':>6} {'max |diff|':>10}")
+    for r in models:
+        print(f"{r['model']:<18} {r['glow_ms']:>8.2f} {r['ort_ms']:>8.2f} {r['ratio']:>6.2f} {r['max_diff']:>10.3g}")
+    if len(models) == 2:
+        print(f"glow int8 / glow fp32: {models[1]['glow_ms'] / models[0]['glow_ms']:.2f}")
     if not args.no_write:
-        write_results("int8-gemm", {"cpu": cpu, "isa": level, "vnni": uses_vnni, "rows": rows})
+        write_results("int8-gemm", {"cpu": cpu, "isa": level, "vnni": uses_vnni, "rows": rows, "models": models})
     return 0
 
 

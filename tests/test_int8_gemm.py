@@ -111,3 +111,22 @@ def test_a_new_row_count_compiles_no_code(monkeypatch, tmp_path):
         np.testing.assert_array_equal(exe.run({"A": a})["Y"], ref.run({"A": a})["Y"])
         if rows != 20:
             assert exe.stats["objects_compiled"] == 0, (rows, exe.stats)
+
+
+def test_a_zero_point_computed_at_run_time():
+    """quantize_dynamic's pattern: DynamicQuantizeLinear makes A and its zero point per call, so
+    the kernel reads a_zero_point when it runs (the column term is za' times a row made at
+    compile time)."""
+    rng = np.random.default_rng(8)
+    w = rng.integers(-128, 128, (50, 24)).astype(np.int8)
+    g = h.make_graph([h.make_node("DynamicQuantizeLinear", ["X"], ["xq", "xs", "xz"]),
+                      h.make_node("MatMulInteger", ["xq", "W", "xz"], ["Y"])], "g",
+                     [h.make_tensor_value_info("X", T.FLOAT, [9, 50])], [h.make_tensor_value_info("Y", T.INT32, [9, 24])],
+                     [nh.from_array(w, "W")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    for level in _levels():
+        exe, ref = glow.compile(m, "cpu", options={"isa": level}), glow.compile(m, "reference")
+        for shift in (0.0, 3.0, -2.5):  # zero points far from 0 and from 128
+            x = (rng.standard_normal((9, 50)) + shift).astype(np.float32)
+            np.testing.assert_array_equal(exe.run({"X": x})["Y"], ref.run({"X": x})["Y"], err_msg=f"{level} {shift}")
+        assert "MatMulInteger" in {r.op for r in exe.profile({"X": x}).records}

@@ -6,8 +6,9 @@ a signed A is A + 128 with its zero point moved by 128, an unsigned B is B - 128
 
     (A - za) @ (B - zb) = A'B' - rowsum(A') zb' - za' colsum(B') + K za' zb'
 
-The last two terms are constants per column, folded at compile time into one int32 bias row; the
-row sums of A are a short pass per row, needed only where zb' is not zero. All arithmetic wraps
+The last two terms are za' times a constant row (K zb' - colsum(B'), made at compile time); za'
+is read when the kernel runs, since DynamicQuantizeLinear computes it per call. The row sums of
+A are a short pass per row, needed only where zb' is not zero. All arithmetic wraps
 modulo 2**32, as the reference's int32 result does, so the split is exact.
 
 B is packed at compile time into panels of 16 columns: for each group of 4 k, 16 lanes of 4 bytes
@@ -45,16 +46,14 @@ def vnni() -> bool:
 
 
 # -- compile-time packing ------------------------------------------------------------------------
-def to_u8s8(a_dtype, b: np.ndarray, a_zp: int, b_zp: np.ndarray):
-    """(B as signed bytes, A's xor mask, za', zb' per column) of the unsigned x signed form."""
-    flip_a = 0x80 if a_dtype == dt.int8 else 0
-    za = int(a_zp) + (128 if flip_a else 0)
+def to_u8s8(b: np.ndarray, b_zp: np.ndarray):
+    """(B as signed bytes, zb' per column) of the unsigned x signed form."""
     if b.dtype == np.uint8:
         bs = (b.astype(np.int16) - 128).astype(np.int8)
         zb = b_zp.astype(np.int64) - 128
     else:
         bs, zb = b.astype(np.int8), b_zp.astype(np.int64)
-    return bs, flip_a, za, np.broadcast_to(zb, (b.shape[1],))
+    return bs, np.broadcast_to(zb, (b.shape[1],))
 
 
 def pack(bs: np.ndarray) -> np.ndarray:
@@ -66,14 +65,17 @@ def pack(bs: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(out.reshape(kg, 4, panels, LANES).transpose(2, 0, 3, 1))
 
 
-def bias_row(bs: np.ndarray, za: int, zb: np.ndarray) -> np.ndarray:
-    """K za' zb' - za' colsum(B') per column, wrapped to int32, padded to whole panels."""
+def column_row(bs: np.ndarray, zb: np.ndarray) -> np.ndarray:
+    """K zb' - colsum(B') per column (the row za' multiplies), padded to whole panels."""
     k, n = bs.shape
-    col = bs.astype(np.int64).sum(axis=0)
-    bias = (k * za * zb - za * col) % (1 << 32)
+    return int32_row(k * zb - bs.astype(np.int64).sum(axis=0), n)
+
+
+def int32_row(values, n: int) -> np.ndarray:
+    """`values` (n int64) wrapped to int32 and padded with zeros to whole panels."""
     out = np.zeros(-(-n // LANES) * LANES, np.int64)
-    out[:n] = bias
-    return out.astype(np.uint32).view(np.int32)
+    out[:n] = values
+    return (out % (1 << 32)).astype(np.uint32).view(np.int32)
 
 
 # -- the kernel -------------------------------------------------------------------------------------
@@ -151,14 +153,16 @@ def _a_tail(kb, row_ptr, k: int, flip: int):
     return word
 
 
-def emit_int8_gemm(cg, a, y, rows: int, k: int, n: int, flip: int, packed: np.ndarray, bias: np.ndarray,
+def emit_int8_gemm(cg, a, za, y, rows: int, k: int, n: int, flip: int, packed: np.ndarray, col: np.ndarray,
                    zb: np.ndarray | None):
-    """y[rows, n] (int32) = A'[rows, k] @ B' + bias - rowsum(A') zb (zb None: all zero). The row
-    count is an argument: a new batch or sequence length uses the same function."""
+    """y[rows, n] (int32) = A'[rows, k] @ B' + za' col - rowsum(A') zb (zb None: all zero), za'
+    read from `za` (an operand of A's type, or None: 0). The row count is an argument: a new batch
+    or sequence length uses the same function."""
     panels = packed.shape[0]
-    kb = cg.function("int8_gemm", [PTR, PTR, PTR, PTR, PTR, I64, I64, I64])
-    a_, b_, bias_, zb_, y_, nrows, tid, nth = kb.args
+    kb = cg.function("int8_gemm", [PTR, PTR, PTR, PTR, PTR, PTR, I64, I64, I64])
+    a_, za_, b_, col_, zb_, y_, nrows, tid, nth = kb.args
     bld, dot = kb.b, _Dot()
+    za_v = kb.splat(_zero_point(kb, za_, a.type.dtype, flip, za is not None), LANES)
     R = dot.rows
     lo, hi = split_range(kb, bld.sdiv(bld.add(nrows, kb.i64(R - 1)), kb.i64(R)), tid, nth)
     with kb.loop(lo, hi, name="blk", unroll=False) as blk:
@@ -173,7 +177,7 @@ def emit_int8_gemm(cg, a, y, rows: int, k: int, n: int, flip: int, packed: np.nd
             accs = _panel_products(kb, dot, a_rows, b_, ps, packed.shape[1], k, flip)
             for j, p in enumerate(ps):
                 at = kb.i64(p * LANES * 4)
-                bias_v = bld.load(bld.gep(bias_, [at], source_etype=I8, inbounds=True), typ=V16, align=4)
+                bias_v = bld.mul(za_v, bld.load(bld.gep(col_, [at], source_etype=I8, inbounds=True), typ=V16, align=4))
                 zb_v = None if zb is None else bld.load(bld.gep(zb_, [at], source_etype=I8, inbounds=True),
                                                         typ=V16, align=4)
                 for r in range(R):
@@ -186,9 +190,20 @@ def emit_int8_gemm(cg, a, y, rows: int, k: int, n: int, flip: int, packed: np.nd
                         _store_panel(kb, v, out, min(LANES, n - p * LANES))
     kb.finish()
     zb_arr = np.zeros(panels * LANES, np.int32) if zb is None else zb
-    args = [cg.ptr(a), cg.weight(packed.reshape(-1)), cg.weight(bias), cg.weight(zb_arr), cg.ptr(y),
+    za_ptr = cg.ptr(za) if za is not None else cg.weight(np.zeros(1, np.int8))
+    args = [cg.ptr(a), za_ptr, cg.weight(packed.reshape(-1)), cg.weight(col), cg.weight(zb_arr), cg.ptr(y),
             cg.entry.i64(rows)]
     call_split(cg, kb.fn, args, rows * k * n < PARALLEL_MACS)
+
+
+def _zero_point(kb, za_, a_dtype, flip: int, present: bool):
+    """za' as an i32: A's zero point widened as its type is, plus 128 for a signed A."""
+    bld = kb.b
+    if not present:
+        return ir.Constant(I32, 128 if flip else 0)
+    byte = bld.load(za_, typ=I8, align=1)
+    v = bld.sext(byte, I32) if a_dtype == dt.int8 else bld.zext(byte, I32)
+    return bld.add(v, ir.Constant(I32, 128)) if flip else v
 
 
 def _row_sum(kb, row_ptr, k: int, flip: int):
@@ -236,10 +251,6 @@ def _store_panel(kb, v, out, cols: int):
 
 
 # -- registration ---------------------------------------------------------------------------------
-def _scalar_const(v) -> bool:
-    return v is None or (v.is_constant and v.type.numel == 1)
-
-
 def _supports(node) -> bool:
     a, b = node.inputs[0], node.inputs[1]
     za = node.inputs[2] if len(node.inputs) > 2 else None
@@ -249,8 +260,10 @@ def _supports(node) -> bool:
     if not (b.is_constant and b.type.rank == 2 and b.type.numel > 0 and a.type.numel > 0):
         return False
     n = b.type.shape[1]
+    # a_zero_point: one value, a constant or computed at run time (DynamicQuantizeLinear)
+    za_ok = za is None or (isinstance(za.type, dt.TensorType) and za.type.is_static and za.type.numel == 1)
     zb_ok = zb is None or (zb.is_constant and zb.type.numel in (1, n) and zb.type.rank <= 1)
-    return _scalar_const(za) and zb_ok and a.type.dtype in (dt.int8, dt.uint8)
+    return za_ok and zb_ok and a.type.dtype in (dt.int8, dt.uint8)
 
 
 @cpu_kernel("MatMulInteger", supports=_supports, priority=10)
@@ -260,13 +273,8 @@ def emit_matmul_integer(cg, instr):
     zb_op = zps[1] if len(zps) > 1 else None
     bv = constant(b)
     k, n = bv.shape
-    rows = a.type.numel // k
-    za = 0 if za_op is None else int(constant(za_op).reshape(-1)[0])
     zb = np.zeros(1, np.int64) if zb_op is None else constant(zb_op).reshape(-1).astype(np.int64)
-    bs, flip, za2, zb2 = to_u8s8(a.type.dtype, bv, za, zb)
-    zb_pad = None
-    if np.any(zb2 != 0):
-        zb_pad = np.zeros(-(-n // LANES) * LANES, np.int64)
-        zb_pad[:n] = zb2
-        zb_pad = (zb_pad % (1 << 32)).astype(np.uint32).view(np.int32)
-    emit_int8_gemm(cg, a, instr.outputs[0], rows, k, n, flip, pack(bs), bias_row(bs, za2, zb2), zb_pad)
+    bs, zb2 = to_u8s8(bv, zb)
+    flip = 0x80 if a.type.dtype == dt.int8 else 0
+    emit_int8_gemm(cg, a, za_op, instr.outputs[0], a.type.numel // k, k, n, flip, pack(bs), column_row(bs, zb2),
+                   int32_row(zb2, n) if np.any(zb2 != 0) else None)
