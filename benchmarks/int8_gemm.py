@@ -2,6 +2,7 @@
 
     python benchmarks/int8_gemm.py                  # BERT-base projection shapes, then an encoder
     python benchmarks/int8_gemm.py --rounds 5 --calls 40 --isa avx2 --no-write
+    python benchmarks/int8_gemm.py --isa avx2 --reduce-range --no-write   # 7-bit weights
 
 The shapes of a BERT-base layer quantized by onnxruntime's `quantize_dynamic` (uint8 activations
 with a zero point, int8 weights): 128 tokens times the 768 x 768, 768 x 3072 and 3072 x 768
@@ -11,7 +12,9 @@ median of the rounds. Results must be equal (checked on the first input). Then a
 BERT-base-wide encoder (glow.testing.nlp_models: 2 layers, hidden 768, 12 heads, FFN 3072, one
 sequence of 128 tokens, random weights) in fp32 and through onnxruntime's quantize_dynamic
 (int8 weights; DynamicQuantizeLinear -> MatMulInteger -> scale per projection), each run by both
-engines. `--isa` compiles glow for a lower instruction-set level (onnxruntime keeps the host's).
+engines. `--isa` compiles glow for a lower instruction-set level (onnxruntime keeps the host's);
+`--reduce-range` makes the weights 7-bit (quantize_dynamic's reduce_range), which lets glow use
+`vpmaddubsw` where the code has no VNNI.
 Results go to benchmarks/results-int8-gemm.json.
 """
 
@@ -30,13 +33,13 @@ from host import cpu_model, write_results  # noqa: E402 (benchmarks/host.py, nex
 SHAPES = ((128, 768, 768), (128, 768, 3072), (128, 3072, 768))
 
 
-def _model(m, k, n, rng):
+def _model(m, k, n, rng, wmax=127):
     import numpy as np
     from onnx import TensorProto as T
     from onnx import helper as h
     from onnx import numpy_helper as nh
 
-    inits = [nh.from_array(rng.integers(-128, 128, (k, n)).astype(np.int8), "B"),
+    inits = [nh.from_array(rng.integers(-wmax - 1 if wmax == 127 else -wmax, wmax + 1, (k, n)).astype(np.int8), "B"),
              nh.from_array(np.array(131, np.uint8), "a_zero_point")]
     g = h.make_graph([h.make_node("MatMulInteger", ["A", "B", "a_zero_point"], ["Y"])], "int8_gemm",
                      [h.make_tensor_value_info("A", T.UINT8, [m, k])], [h.make_tensor_value_info("Y", T.INT32, [m, n])],
@@ -54,11 +57,11 @@ def _session(model):
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
-def measure(m, k, n, rounds, calls, isa, rng) -> dict:
+def measure(m, k, n, rounds, calls, isa, rng, wmax=127) -> dict:
     import glow
     import numpy as np
 
-    model = _model(m, k, n, rng)
+    model = _model(m, k, n, rng, wmax)
     exe = glow.compile(model, "cpu", threads=1, options={"isa": isa} if isa else None)
     sess = _session(model.SerializeToString())
     a = rng.integers(0, 256, (m, k)).astype(np.uint8)
@@ -88,7 +91,7 @@ def _interleaved(exe, sess, make_feeds, rounds, calls):
     return statistics.median(glow_r), statistics.median(ort_r)
 
 
-def measure_encoder(rounds, calls, isa, rng) -> list[dict]:
+def measure_encoder(rounds, calls, isa, rng, reduce_range=False) -> list[dict]:
     """The encoder in fp32 and through quantize_dynamic: glow and onnxruntime on each."""
     import logging
     import tempfile
@@ -105,7 +108,7 @@ def measure_encoder(rounds, calls, isa, rng) -> list[dict]:
         src, dst = os.path.join(d, "fp32.onnx"), os.path.join(d, "int8.onnx")
         onnx.save(model, src)
         logging.getLogger().setLevel(logging.ERROR)
-        quantize_dynamic(src, dst, weight_type=QuantType.QInt8)
+        quantize_dynamic(src, dst, weight_type=QuantType.QInt8, reduce_range=reduce_range)
         for fmt, path in (("fp32", src), ("int8", dst)):
             exe = glow.compile(path, "cpu", threads=1, options={"isa": isa} if isa else None)
             sess = _session(path)
@@ -126,16 +129,19 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=40)
     ap.add_argument("--isa", choices=jit.ISAS, default=None)
+    ap.add_argument("--reduce-range", action="store_true")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     with jit.level(args.isa):
         level, uses_vnni = jit.isa(), vnni()
-    rows = [measure(m, k, n, args.rounds, args.calls, args.isa, rng) for m, k, n in SHAPES]
-    models = measure_encoder(max(1, args.rounds), max(4, args.calls // 4), args.isa, rng)
+    wmax = 64 if args.reduce_range else 127
+    rows = [measure(m, k, n, args.rounds, args.calls, args.isa, rng, wmax) for m, k, n in SHAPES]
+    models = measure_encoder(max(1, args.rounds), max(4, args.calls // 4), args.isa, rng, args.reduce_range)
     cpu = cpu_model()
-    print(f"CPU: {cpu}; glow level {level} (VNNI: {'yes' if uses_vnni else 'no'}); 1 thread; fresh inputs every "
-          f"call; medians of {args.rounds} rounds x {args.calls} calls")
+    print(f"CPU: {cpu}; glow level {level} (VNNI: {'yes' if uses_vnni else 'no'}); weights of "
+          f"{7 if args.reduce_range else 8} bits; 1 thread; fresh inputs every call; medians of {args.rounds} rounds "
+          f"x {args.calls} calls")
     print(f"{'M x K x N':<16} {'glow ms':>8} {'ort ms':>8} {'ratio':>6} {'glow GOPS':>10}")
     for r in rows:
         print(f"{'x'.join(map(str, r['shape'])):<16} {r['glow_ms']:>8.3f} {r['ort_ms']:>8.3f} {r['ratio']:>6.2f} "
@@ -146,7 +152,8 @@ def main(argv=None) -> int:
     if len(models) == 2:
         print(f"glow int8 / glow fp32: {models[1]['glow_ms'] / models[0]['glow_ms']:.2f}")
     if not args.no_write:
-        write_results("int8-gemm", {"cpu": cpu, "isa": level, "vnni": uses_vnni, "rows": rows, "models": models})
+        write_results("int8-gemm", {"cpu": cpu, "isa": level, "vnni": uses_vnni, "reduce_range": args.reduce_range,
+                                    "rows": rows, "models": models})
     return 0
 
 

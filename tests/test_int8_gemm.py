@@ -130,3 +130,23 @@ def test_a_zero_point_computed_at_run_time():
             x = (rng.standard_normal((9, 50)) + shift).astype(np.float32)
             np.testing.assert_array_equal(exe.run({"X": x})["Y"], ref.run({"X": x})["Y"], err_msg=f"{level} {shift}")
         assert "MatMulInteger" in {r.op for r in exe.profile({"X": x}).records}
+
+
+@pytest.mark.parametrize("limit", [64, 65])
+def test_weights_of_seven_bits_take_vpmaddubsw_below_vnni_and_stay_exact(limit):
+    """Without VNNI, weights within [-64, 64] (checked on B at compile time) take vpmaddubsw, whose
+    int16 pair sums cannot saturate then; one weight past that takes the exact int16 pairs."""
+    if "avx2" not in _levels():
+        pytest.skip("this CPU does not execute avx2")
+    rng = np.random.default_rng(9)
+    w = rng.choice(np.array([-64, 64, 63, -63, 0, 1], np.int8), (40, 32))
+    w[2, 5] = w[3, 5] = limit  # one pair of products at its largest
+    g = h.make_graph([h.make_node("MatMulInteger", ["A", "W"], ["Y"])], "g",
+                     [h.make_tensor_value_info("A", T.UINT8, [6, 40])], [h.make_tensor_value_info("Y", T.INT32, [6, 32])],
+                     [nh.from_array(w, "W")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    exe, ref = glow.compile(m, "cpu", options={"isa": "avx2"}), glow.compile(m, "reference")
+    a = np.full((6, 40), 255, np.uint8)  # the largest pair sums: 2 x 255 x 64
+    a[1::2] = rng.integers(0, 256, (3, 40))
+    np.testing.assert_array_equal(exe.run({"A": a})["Y"], ref.run({"A": a})["Y"])
+    assert ("pmadd.ub.sw" in exe.program.module_text) == (limit <= 64)

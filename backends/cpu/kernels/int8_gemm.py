@@ -14,8 +14,9 @@ modulo 2**32, as the reference's int32 result does, so the split is exact.
 B is packed at compile time into panels of 16 columns: for each group of 4 k, 16 lanes of 4 bytes
 (zero past K and past N, so a partial group or panel adds nothing). The micro-kernel keeps
 ROWS x 2 panels of int32 accumulators; each step broadcasts 4 bytes of a row of A and multiplies
-them into both panels: `vpdpbusd` where the code may use AVX-512 VNNI, `vpmaddwd` on bytes widened
-to int16 on AVX2 (exact: no saturating `vpmaddubsw`), plain vector IR elsewhere (`_Dot`). A's last partial group of 4 is
+them into both panels: `vpdpbusd` where the code may use AVX-512 VNNI; on AVX2 `vpmaddubsw` where
+the weights are 7-bit (it cannot saturate then) and otherwise `vpmaddwd` on bytes widened to
+int16 (exact); plain vector IR elsewhere (`_Dot`). A's last partial group of 4 is
 read byte by byte, never past the row.
 """
 
@@ -36,6 +37,7 @@ ROWS = 4  # rows of A per micro-kernel step (VNNI and generic; see _Dot)
 I8 = ir.IntType(8)
 V16 = ir.VectorType(I32, LANES)
 PARALLEL_MACS = 1 << 16  # below this many multiply-adds: one thread
+SHORT_SAFE = 64  # |B'| at most this: a pair of u8 x s8 products fits an int16 (vpmaddubsw)
 
 
 def vnni() -> bool:
@@ -82,18 +84,23 @@ def int32_row(values, n: int) -> np.ndarray:
 class _Dot:
     """How one step (4 bytes of a row of A into a panel's 16 lanes) is multiplied on this target.
 
-    vnni: `vpdpbusd`, one instruction. pairs (AVX2, and AVX-512 without VNNI): B's bytes widened
-    to int16 and `vpmaddwd` with A's bytes repeated, which adds two exact products into each
-    int32: the accumulator holds two partial sums per lane (32 x i32), added at the end. generic:
-    plain vector IR over int32 (exact on any target)."""
+    vnni: `vpdpbusd`, one instruction. Without VNNI (AVX2, or AVX-512 without it):
+    maddubs when every weight is within [-64, 64] (a compile-time check of B; quantize_dynamic's
+    reduce_range makes such weights): `vpmaddubsw` adds two byte products into an int16, which
+    cannot saturate then (2 x 255 x 64 < 2**15), and `vpmaddwd` with ones adds the pairs into
+    int32. pairs otherwise: B's bytes widened to int16 and `vpmaddwd` with A's bytes repeated, two
+    exact products per int32: the accumulator holds two partial sums per lane (32 x i32), added
+    at the end. generic: plain vector IR over int32 (exact on any target)."""
 
-    def __init__(self):
+    def __init__(self, b_max: int):
         from ..jit import isa
 
-        self.kind = "vnni" if vnni() else "pairs" if isa() in ("avx512", "avx2") else "generic"
+        wide = isa() in ("avx512", "avx2")
+        self.kind = ("vnni" if vnni() else "maddubs" if wide and b_max <= SHORT_SAFE else "pairs" if wide
+                     else "generic")
         self.acc_type = ir.VectorType(I32, 2 * LANES) if self.kind == "pairs" else V16
-        # register tile: pair accumulators take 4 ymm per panel, and AVX2 has 16 registers
-        self.rows, self.panels = (2, 1) if self.kind == "pairs" else (ROWS, PANELS)
+        # register tile: AVX2 has 16 ymm; a pair accumulator takes 4 of them per panel, others 2
+        self.rows, self.panels = {"pairs": (2, 1), "maddubs": (4, 1)}.get(self.kind, (ROWS, PANELS))
 
     def step(self, kb, acc, a4, b):
         bld = kb.b
@@ -101,6 +108,19 @@ class _Dot:
             f = kb.intrinsic("llvm.x86.avx512.vpdpbusd.512", V16, [V16, V16, V16])
             return bld.call(f, [acc, kb.splat(a4, LANES), b])
         bytes_b = bld.bitcast(b, ir.VectorType(I8, 4 * LANES))
+        if self.kind == "maddubs":
+            v32i8, v16i16, v8i32 = ir.VectorType(I8, 32), ir.VectorType(ir.IntType(16), 16), ir.VectorType(I32, 8)
+            a_bytes = bld.bitcast(kb.splat(a4, 8), v32i8)
+            ubsw = kb.intrinsic("llvm.x86.avx2.pmadd.ub.sw", v16i16, [v32i8, v32i8])
+            wd = kb.intrinsic("llvm.x86.avx2.pmadd.wd", v8i32, [v16i16, v16i16])
+            ones = ir.Constant(v16i16, [1] * 16)
+            halves = []
+            for q in range(2):  # 8 lanes x 4 bytes each
+                bq = bld.shuffle_vector(bytes_b, ir.Constant(bytes_b.type, ir.Undefined),
+                                        ir.Constant(ir.VectorType(I32, 32), list(range(32 * q, 32 * q + 32))))
+                halves.append(bld.call(wd, [bld.call(ubsw, [a_bytes, bq]), ones]))
+            both = bld.shuffle_vector(halves[0], halves[1], ir.Constant(ir.VectorType(I32, 16), list(range(16))))
+            return bld.add(acc, both)
         if self.kind == "pairs":
             v16i16, v8i32 = ir.VectorType(ir.IntType(16), 16), ir.VectorType(I32, 8)
             a_bytes = bld.bitcast(a4, ir.VectorType(I8, 4))
@@ -161,7 +181,7 @@ def emit_int8_gemm(cg, a, za, y, rows: int, k: int, n: int, flip: int, packed: n
     panels = packed.shape[0]
     kb = cg.function("int8_gemm", [PTR, PTR, PTR, PTR, PTR, PTR, I64, I64, I64])
     a_, za_, b_, col_, zb_, y_, nrows, tid, nth = kb.args
-    bld, dot = kb.b, _Dot()
+    bld, dot = kb.b, _Dot(int(np.abs(packed.astype(np.int16)).max(initial=0)))
     za_v = kb.splat(_zero_point(kb, za_, a.type.dtype, flip, za is not None), LANES)
     R = dot.rows
     lo, hi = split_range(kb, bld.sdiv(bld.add(nrows, kb.i64(R - 1)), kb.i64(R)), tid, nth)
