@@ -24,44 +24,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from host import cpu_model, write_results  # noqa: E402 (benchmarks/host.py, next to this script)
-
-
-def _ort(model, threads):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = so.inter_op_num_threads = threads
-    so.log_severity_level = 3
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+from host import cpu_model, interleaved, ort_session, write_results  # noqa: E402 (benchmarks/host.py, next to this script)
 
 
 def _timed_rounds(exe, sess, model, batch, seq, rounds, calls, rng):
     from glow.testing.nlp_models import token_feeds
 
-    glow_r, ort_r = [], []
-    for r in range(rounds):
-        g, o = [], []
-        for c in range(calls):
-            feeds = token_feeds(model, batch, seq, rng)
-            for first in ((0, 1) if (r + c) % 2 == 0 else (1, 0)):
-                t = time.perf_counter()
-                if first == 0:
-                    exe.run(feeds)
-                    g.append(time.perf_counter() - t)
-                else:
-                    sess.run(None, feeds)
-                    o.append(time.perf_counter() - t)
-        glow_r.append(statistics.median(g))
-        ort_r.append(statistics.median(o))
-    return statistics.median(glow_r), statistics.median(ort_r)
+    g, o, _ = interleaved(exe, sess, lambda: token_feeds(model, batch, seq, rng), rounds, calls)
+    return g, o
 
 
 def measure(name, dynamic, threads, rounds, calls, backend="cpu") -> dict:
@@ -72,7 +48,7 @@ def measure(name, dynamic, threads, rounds, calls, backend="cpu") -> dict:
     make = {"encoder": nlp_models.encoder, "decoder": nlp_models.decoder}[name]
     model = make(dynamic=dynamic)
     rng = np.random.default_rng(0)
-    sess = _ort(model, threads)
+    sess = ort_session(model.SerializeToString(), threads)
     t = time.perf_counter()
     exe = glow.compile(model, backend=backend, **({"threads": threads} if backend == "cpu" else {}))
     exe.run(nlp_models.token_feeds(model, 2, 32, rng))  # the first call (compiles a symbolic model)

@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from host import cpu_model, write_results  # noqa: E402 (benchmarks/host.py, next to this script)
+from host import cpu_model, interleaved, ort_session, write_results  # noqa: E402 (benchmarks/host.py, next to this script)
 
 SHAPES = ((128, 768, 768), (128, 768, 3072), (128, 3072, 768))
 
@@ -47,48 +45,19 @@ def _model(m, k, n, rng, wmax=127):
     return h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
 
 
-def _session(model):
-    """onnxruntime on one thread for a model (bytes or a path)."""
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-
-
 def measure(m, k, n, rounds, calls, isa, rng, wmax=127) -> dict:
     import glow
     import numpy as np
 
     model = _model(m, k, n, rng, wmax)
     exe = glow.compile(model, "cpu", threads=1, options={"isa": isa} if isa else None)
-    sess = _session(model.SerializeToString())
+    sess = ort_session(model.SerializeToString())
     a = rng.integers(0, 256, (m, k)).astype(np.uint8)
     if not np.array_equal(exe.run({"A": a})["Y"], sess.run(None, {"A": a})[0]):
         raise SystemExit(f"{m}x{k}x{n}: glow and onnxruntime differ")
-    gs, os_ = _interleaved(exe, sess, lambda: {"A": rng.integers(0, 256, (m, k)).astype(np.uint8)}, rounds, calls)
+    gs, os_, _ = interleaved(exe, sess, lambda: {"A": rng.integers(0, 256, (m, k)).astype(np.uint8)}, rounds, calls)
     return {"shape": [m, k, n], "glow_ms": gs * 1e3, "ort_ms": os_ * 1e3, "ratio": gs / os_,
             "glow_gops": 2 * m * k * n / gs / 1e9}
-
-
-def _interleaved(exe, sess, make_feeds, rounds, calls):
-    glow_r, ort_r = [], []
-    for r in range(rounds):
-        g, o = [], []
-        for c in range(calls):
-            feeds = make_feeds()
-            for first in ((0, 1) if (r + c) % 2 == 0 else (1, 0)):
-                t = time.perf_counter()
-                if first == 0:
-                    exe.run(feeds)
-                    g.append(time.perf_counter() - t)
-                else:
-                    sess.run(None, feeds)
-                    o.append(time.perf_counter() - t)
-        glow_r.append(statistics.median(g))
-        ort_r.append(statistics.median(o))
-    return statistics.median(glow_r), statistics.median(ort_r)
 
 
 def measure_encoder(rounds, calls, isa, rng, reduce_range=False) -> list[dict]:
@@ -111,10 +80,10 @@ def measure_encoder(rounds, calls, isa, rng, reduce_range=False) -> list[dict]:
         quantize_dynamic(src, dst, weight_type=QuantType.QInt8, reduce_range=reduce_range)
         for fmt, path in (("fp32", src), ("int8", dst)):
             exe = glow.compile(path, "cpu", threads=1, options={"isa": isa} if isa else None)
-            sess = _session(path)
+            sess = ort_session(path)
             feeds = token_feeds(model, 1, 128, rng)
             diff = float(np.max(np.abs(next(iter(exe.run(feeds).values())) - sess.run(None, feeds)[0])))
-            g, o = _interleaved(exe, sess, lambda: token_feeds(model, 1, 128, rng), rounds, calls)
+            g, o, _ = interleaved(exe, sess, lambda: token_feeds(model, 1, 128, rng), rounds, calls)
             rows.append({"model": f"encoder-768 {fmt}", "glow_ms": g * 1e3, "ort_ms": o * 1e3, "ratio": g / o,
                          "max_diff": diff})
     return rows

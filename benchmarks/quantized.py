@@ -17,48 +17,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from host import cpu_model, write_results  # noqa: E402 (benchmarks/host.py, next to this script)
+from host import cpu_model, interleaved, ort_session, write_results  # noqa: E402 (benchmarks/host.py, next to this script)
 
 FORMATS = ("fp32", "qoperator", "qdq", "glow-qdq")
-
-
-def _ort(path, threads):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = so.inter_op_num_threads = threads
-    so.log_severity_level = 3
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
 def measure(path, threads, rounds, calls, rng) -> dict:
     import glow
 
-    sess = _ort(path, threads)
+    sess = ort_session(path, threads)
     exe = glow.compile(str(path), backend="cpu", threads=threads)
-    glow_r, ort_r = [], []
-    for r in range(rounds):
-        g, o = [], []
-        for c in range(calls):
-            x = rng.standard_normal((1, 3, 32, 32)).astype("float32")
-            for first in ((0, 1) if (r + c) % 2 == 0 else (1, 0)):
-                t = time.perf_counter()
-                if first == 0:
-                    (got,) = exe.run({"x": x}).values()
-                    g.append(time.perf_counter() - t)
-                else:
-                    (want,) = sess.run(None, {"x": x})
-                    o.append(time.perf_counter() - t)
-        glow_r.append(statistics.median(g))
-        ort_r.append(statistics.median(o))
-    gm, om = statistics.median(glow_r), statistics.median(ort_r)
+    gm, om, (got, want) = interleaved(
+        exe, sess, lambda: {"x": rng.standard_normal((1, 3, 32, 32)).astype("float32")}, rounds, calls)
+    (got,), (want,) = got.values(), want
     return {"glow_ms": gm * 1e3, "ort_ms": om * 1e3, "ratio": gm / om,
             "max_abs_diff": float(abs(got.astype("float64") - want).max())}
 

@@ -121,8 +121,8 @@ def test_a_zero_point_computed_at_run_time():
     w = rng.integers(-128, 128, (50, 24)).astype(np.int8)
     g = h.make_graph([h.make_node("DynamicQuantizeLinear", ["X"], ["xq", "xs", "xz"]),
                       h.make_node("MatMulInteger", ["xq", "W", "xz"], ["Y"])], "g",
-                     [h.make_tensor_value_info("X", T.FLOAT, [9, 50])], [h.make_tensor_value_info("Y", T.INT32, [9, 24])],
-                     [nh.from_array(w, "W")])
+                     [h.make_tensor_value_info("X", T.FLOAT, [9, 50])],
+                     [h.make_tensor_value_info("Y", T.INT32, [9, 24])], [nh.from_array(w, "W")])
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
     for level in _levels():
         exe, ref = glow.compile(m, "cpu", options={"isa": level}), glow.compile(m, "reference")
@@ -142,8 +142,8 @@ def test_weights_of_seven_bits_take_vpmaddubsw_below_vnni_and_stay_exact(limit):
     w = rng.choice(np.array([-64, 64, 63, -63, 0, 1], np.int8), (40, 32))
     w[2, 5] = w[3, 5] = limit  # one pair of products at its largest
     g = h.make_graph([h.make_node("MatMulInteger", ["A", "W"], ["Y"])], "g",
-                     [h.make_tensor_value_info("A", T.UINT8, [6, 40])], [h.make_tensor_value_info("Y", T.INT32, [6, 32])],
-                     [nh.from_array(w, "W")])
+                     [h.make_tensor_value_info("A", T.UINT8, [6, 40])],
+                     [h.make_tensor_value_info("Y", T.INT32, [6, 32])], [nh.from_array(w, "W")])
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
     exe, ref = glow.compile(m, "cpu", options={"isa": "avx2"}), glow.compile(m, "reference")
     a = np.full((6, 40), 255, np.uint8)  # the largest pair sums: 2 x 255 x 64
