@@ -101,6 +101,13 @@ class KernelWriter:
         self.scalars[name] = value
         return name
 
+    def _size_param(self, name: str, value: int) -> str:
+        """The argument for a marked size (glow.render.sizes.unmark asks once per name; a template
+        that declared the same name itself is an error, not a silent merge)."""
+        if name in self.scalars and self.scalars[name] != int(value):
+            raise BackendError(f"kernel parameter '{name}' declared twice with different values")
+        return name if name in self.scalars else self.param(name, value)
+
     def weight(self, key, make) -> str:
         """A pointer to a weight the kernel derives at compile time (packed or transposed
         constants), made by `make()` -> ndarray once per `key` per program. It is uploaded with
@@ -194,8 +201,7 @@ class KernelWriter:
 
     def finish(self) -> Kernel:
         # Sizes that vary between calls were written as markers; they become int arguments.
-        body = unmark("\n".join(["  " + p for p in self.prologue] + self.body),
-                      lambda name, value: name if name in self.scalars else self.param(name, value))
+        body = unmark("\n".join(["  " + p for p in self.prologue] + self.body), self._size_param)
         if "glow_udiv(" in body or "glow_umod(" in body:
             self.helpers.add("glow_udiv")
         local = None if self.local_size is None else tuple(int(n) for n in self.local_size)

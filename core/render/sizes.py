@@ -129,9 +129,9 @@ def _mark(fn) -> list:
             t = o.type
             if not isinstance(t, dt.TensorType) or not t.is_static:
                 continue
-            # a dim name may hold any character: only word characters go into the markers
             # A product of sizes is looked for in the leading dim only, where exporters put the
-            # rows they flatten; elsewhere it would mostly meet static dims (a head size).
+            # rows they flatten; elsewhere it would mostly meet static dims (a head size). A dim
+            # name may hold any character: only word characters go into the markers.
             names = [re.sub(r"\W", "_", varying_name(d) or (derived.get(d, "") if k == 0 else ""))
                      for k, d in enumerate(t.shape)]
             if not any(names):
@@ -189,7 +189,7 @@ def unmark(text: str, declare) -> str:
     """`text` with each marked size replaced by an int argument, declared with `declare(name,
     value)` (once per name): one per distinct derivation, named in order of first use; a marked
     divisor by its magic multiplier and shift (two more arguments)."""
-    names: dict[str, str] = {}
+    names: dict[tuple, str] = {}
 
     def name(m):
         # Keyed by the value too: a derivation that names its size ambiguously (two dims whose
