@@ -79,7 +79,7 @@ def render_conv_cpu(w, instr, params, g):
         # Rows too narrow for a 16-wide window: copy the row's window for all taps once, zero
         # padded, then every tap is an aligned-free vload16 from private memory.
         width = need + (kw - 1) * dw
-        w.line(f"float row[{width}];")
+        w.line(f"float row[{int(width)}];")  # an array size is a literal (never a marked size)
         w.line(f"for (int j = 0; j < {width}; ++j) {{ const int q = ix0 + j; "
                f"row[j] = (q >= 0 && q < {IW}) ? xr[q] : 0.0f; }}")
     w.open(f"for (int kx = 0; kx < {kw}; ++kx)")

@@ -55,7 +55,7 @@ def render_pool_cpu(w, instr, geo, kind: str, end_pads=(0, 0)):
     w.line(f"const int iy = oy * {sh} - {ph} + ky * {dh};")
     w.line(f"const int rowin = iy >= 0 && iy < {ih};")
     w.line(f"const global float* xr = xp + iy * {iw};")
-    w.line(f"float row[{width}], msk[{width}];")
+    w.line(f"float row[{int(width)}], msk[{int(width)}];")  # array sizes are literals (.sizes)
     lo, hi = (-ph, ih + end_pads[0]) if include else (0, ih)
     w.line(f"const int rowcount = iy >= {lo} && iy < {hi};")
     w.open(f"for (int j = 0; j < {width}; ++j)")
