@@ -119,14 +119,20 @@ def lower_for_backend(graph: Graph, be, native: str | None = None) -> Graph:
     outside the primitive floor, except what it defers to specialisation) until only supported
     ops remain. A LoweringError names what cannot get there."""
     from .interpreter import verify_level
-    from .lowering import lower_to_supported, supports_floor
+    from .lowering import lower_to_supported
+
+    return lower_to_supported(graph, native_support(be, native), be.name, verify=verify_level() >= 2)
+
+
+def native_support(be, native: str | None = None):
+    """The node predicate lowering stops at: the backend's, within the floor for `native="floor"`."""
+    from .lowering import supports_floor
 
     if native == "floor":
         def supports(node):
             return (supports_floor(node) or be.defers(node)) and be.supports(node)
-    else:
-        supports = be.supports
-    return lower_to_supported(graph, supports, be.name, verify=verify_level() >= 2)
+        return supports
+    return be.supports
 
 
 def backend_graph(graph: Graph, be, native: str | None = None) -> Graph:
@@ -144,7 +150,7 @@ def optimize_for_backend(graph: Graph, be, native: str | None = None) -> Graph:
     """Optimise (glow.passes' default pipeline), then `backend_graph`."""
     from .passes import optimize_graph
 
-    return backend_graph(optimize_graph(graph), be, native)
+    return backend_graph(optimize_graph(graph, supports=native_support(be, native)), be, native)
 
 
 def compile_for_backend(graph: Graph, be, options: CompileOptions, *, optimize: bool = True,
@@ -157,7 +163,7 @@ def compile_for_backend(graph: Graph, be, options: CompileOptions, *, optimize: 
         from .passes import optimize_graph
 
         phase("optimise")
-        graph = optimize_graph(graph)
+        graph = optimize_graph(graph, supports=native_support(be, options.native))
         phase("lower")
         graph = backend_graph(graph, be, options.native)
     else:

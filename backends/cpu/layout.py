@@ -4,6 +4,7 @@ Backend-private ops (domain "glow.cpu", declared here with shape rules, NumPy re
 lowering rules back to the ONNX ops, so verifier, interpreters and other backends understand them):
 
     ConvNHWC(X[N,H,W,C] already padded, W[M,C/group,kh,kw], B?) -> Y[N,Ho,Wo,M]
+    ConvIntegerNHWC(X[N,H,W,C] 8-bit, padded with its zero point, W, zero points) -> Y[N,Ho,Wo,M] int32
     MaxPoolNHWC / AveragePoolNHWC (ONNX pool attributes) / GlobalAveragePoolNHWC
 
 `transform_graph` tracks, for every value, the layout its data is really in: a permutation q of
@@ -61,6 +62,36 @@ def conv_ok(node) -> bool:
     if not ins[1].is_constant or (len(ins) > 2 and ins[2] is not None and not static_f32(ins[2])):
         return False
     return _geometry_ok(node)
+
+
+def _static(v, dtypes, rank=None) -> bool:
+    t = None if v is None else v.type
+    return (isinstance(t, dt.TensorType) and t.is_static and t.dtype in dtypes and t.numel > 0
+            and (rank is None or len(t.shape) == rank))
+
+
+_INT8 = frozenset({dt.int8, dt.uint8})
+
+
+def conv_integer_ok(node) -> bool:
+    """A 2-D, ungrouped ConvInteger with constant 8-bit weights and constant (per-tensor x,
+    per-tensor or per-channel w) zero points: runs NHWC on the integer GEMM (int8_conv.py)."""
+    return node.op.name == "ConvInteger" and integer_operands_ok(node) and _geometry_ok(node)
+
+
+def integer_operands_ok(node) -> bool:
+    """The operands and group of conv_integer_ok (ConvInteger's or ConvIntegerNHWC's)."""
+    ins = list(node.inputs) + [None, None]
+    x, w, xzp, wzp = ins[:4]
+    if node.attrs.get("group", 1) != 1:
+        return False
+    if not (_static(x, _INT8, 4) and _static(w, _INT8, 4) and w.is_constant):
+        return False
+    if xzp is not None and not (xzp.is_constant and xzp.type.numel == 1):
+        return False
+    if wzp is not None and not (wzp.is_constant and wzp.type.numel in (1, w.type.shape[0])):
+        return False
+    return _static(node.outputs[0], frozenset({dt.int32}), 4)
 
 
 def pool_ok(node) -> bool:
@@ -121,7 +152,7 @@ class _NchwCtx:
         return self.input(i).rank
 
 
-def _nhwc_op(name: str, base: str, inputs, attrs, doc: str):
+def _nhwc_op(name: str, base: str, inputs, attrs, doc: str, outputs=("Y:T",), types=None, groups=None):
     onnx_op = get_op(base)
 
     def infer(ctx):
@@ -135,9 +166,8 @@ def _nhwc_op(name: str, base: str, inputs, attrs, doc: str):
         y = y[0] if isinstance(y, tuple) else y
         return np.ascontiguousarray(y.transpose(NHWC))
 
-    opdef = op(name, domain=DOMAIN, inputs=inputs, outputs=("Y:T",), types={"T": F32}, attrs=attrs,
-               infer=infer, reference=reference, groups={NN, EPILOGUE_PRODUCER} if base == "Conv" else {POOL},
-               tier=Tier.KERNEL, doc=doc)
+    opdef = op(name, domain=DOMAIN, inputs=inputs, outputs=outputs, types=types or {"T": F32}, attrs=attrs,
+               infer=infer, reference=reference, groups=groups or {POOL}, tier=Tier.KERNEL, doc=doc)
 
     @lowering(name, domain=DOMAIN)
     def lower(rb, node, ins):
@@ -152,7 +182,13 @@ _POOL = (Attr("auto_pad", "string", "NOTSET"), Attr("ceil_mode", "int", 0), Attr
          Attr("kernel_shape", "ints"), Attr("pads", "ints", None), Attr("strides", "ints", None))
 CONV_NHWC = _nhwc_op(
     "ConvNHWC", "Conv", ("X:T", "W:T", "B:T?"), get_op("Conv").attrs,
-    "Conv with NHWC input and output (weights stay [M, C/group, kh, kw]); the CPU backend's layout.")
+    "Conv with NHWC input and output (weights stay [M, C/group, kh, kw]); the CPU backend's layout.",
+    groups={NN, EPILOGUE_PRODUCER})
+_CONV_INTEGER = get_op("ConvInteger")
+CONV_INTEGER_NHWC = _nhwc_op(
+    "ConvIntegerNHWC", "ConvInteger", _CONV_INTEGER.inputs, _CONV_INTEGER.attrs,
+    "ConvInteger with NHWC input (padded with x_zero_point) and int32 NHWC output.",
+    outputs=_CONV_INTEGER.outputs, types=dict(_CONV_INTEGER.types), groups={NN})
 MAXPOOL_NHWC = _nhwc_op("MaxPoolNHWC", "MaxPool", ("X:T",), (*_POOL, Attr("storage_order", "int", 0)),
                         "MaxPool on NHWC data (no Indices output).")
 AVGPOOL_NHWC = _nhwc_op("AveragePoolNHWC", "AveragePool", ("X:T",), (*_POOL, Attr("count_include_pad", "int", 0)),
@@ -243,7 +279,7 @@ def to_nhwc(graph: Graph, supports=None) -> Graph:
     propagate the layout as described in the module docstring."""
     if any(n.captures or n.op.has_subgraphs for n in graph.nodes):
         return graph  # sub-graphs read outer values by name: keep every value logical
-    if not any(conv_ok(n) or (n.op.name in NHWC_OF and pool_ok(n)) for n in graph.nodes):
+    if not any(conv_ok(n) or conv_integer_ok(n) or (n.op.name in NHWC_OF and pool_ok(n)) for n in graph.nodes):
         return graph
     outputs = {id(v) for v in graph.outputs}
     state: dict = {}
@@ -276,6 +312,8 @@ def _rewrite(lay, node, ins, pairs):
     name = node.op.name if node.op.domain == "" else None
     if name == "Conv" and conv_ok(node):
         return [_conv(lay, node, ins, pairs)]
+    if name == "ConvInteger" and conv_integer_ok(node):
+        return [_conv(lay, node, ins, pairs, integer=True)]
     if name in NHWC_OF and pool_ok(node):
         x = lay.convert(*pairs[0], NHWC)
         return [(lay.rb.emit1(NHWC_OF[name], [x], dict(node.attrs)), NHWC)]
@@ -297,16 +335,18 @@ def _rewrite(lay, node, ins, pairs):
     return None
 
 
-def _conv(lay, node, ins, pairs):
+def _conv(lay, node, ins, pairs, integer: bool = False):
     rb = lay.rb
     x = lay.convert(*pairs[0], NHWC)
     k, s, d, pb, pe = conv_geometry(node)
     if any(pb) or any(pe):
-        pads = _shape_const(rb, [0, pb[0], pb[1], 0, 0, pe[0], pe[1], 0])
-        x = rb.emit1("Pad", [x, pads], {"mode": "constant"})
+        pads = [_shape_const(rb, [0, pb[0], pb[1], 0, 0, pe[0], pe[1], 0])]
+        if integer and len(ins) > 2 and ins[2] is not None:  # padding is x_zero_point: it adds 0
+            pads.append(rb.constant(np.asarray(ins[2].data).reshape(()), "x_zero_point"))
+        x = rb.emit1("Pad", [x, *pads], {"mode": "constant"})
     attrs = {"kernel_shape": tuple(k), "strides": tuple(s), "dilations": tuple(d),
              "group": node.attrs.get("group", 1), "pads": (0, 0, 0, 0)}
-    return (rb.emit1(CONV_NHWC, [x, *ins[1:]], attrs), NHWC)
+    return (rb.emit1(CONV_INTEGER_NHWC if integer else CONV_NHWC, [x, *ins[1:]], attrs), NHWC)
 
 
 def _elementwise(node) -> bool:
@@ -429,5 +469,6 @@ def transform_graph(graph: Graph) -> Graph:
     return to_nhwc(graph)
 
 
-__all__ = ["transform_graph", "to_nhwc", "conv_ok", "pool_ok", "conv_geometry", "CONV_NHWC", "MAXPOOL_NHWC",
+__all__ = ["transform_graph", "to_nhwc", "conv_ok", "conv_integer_ok", "pool_ok", "conv_geometry", "CONV_NHWC",
+           "CONV_INTEGER_NHWC", "MAXPOOL_NHWC",
            "AVGPOOL_NHWC", "GAP_NHWC", "DOMAIN", "NHWC"]

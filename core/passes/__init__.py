@@ -40,10 +40,10 @@ def get_pass(name: str):
     return getattr(importlib.import_module(f"{__name__}.{module}"), attr)
 
 
-def optimize_graph(graph, log=None):
+def optimize_graph(graph, log=None, supports=None):
     from .pipeline import optimize_graph as run
 
-    return run(graph, log)
+    return run(graph, log, supports)
 
 
 def cleanup_graph(graph, log=None):

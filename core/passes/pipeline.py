@@ -18,7 +18,7 @@ from .dce import DCE
 from .fold import CONSTANT_FOLD
 from .fold_patterns import FOLD_PATTERNS
 from .fusion import fusion_pass
-from .qdq import QDQ
+from .qdq import QDQ, islands_pass
 from .simplify import SIMPLIFY
 from .sinking import SINK
 
@@ -27,9 +27,12 @@ from .sinking import SINK
 CLEANUP = FixedPoint("cleanup", (DCE, CONSTANT_FOLD, SIMPLIFY, CSE))
 
 
-def default_pipeline() -> list:
+def default_pipeline(supports=None) -> list:
+    """The passes in order; `supports` (a backend's node predicate) enables the rewrites that
+    depend on what the backend runs natively."""
     return [
         DCE,              # drop what no output needs before spending time on it
+        islands_pass(supports),  # DQ -> Conv -> Q to QLinearConv (before folding makes DQ(w) a float)
         CLEANUP,          # constants folded (weights computed by ConstantOfShape become weights)
         FOLD_PATTERNS,    # exporter-decomposed Softmax/Gelu/LayerNorm raised back (fold before lower)
         QDQ,              # Q(DQ(q)) round trips cancel; Reshape/MaxPool/... between them move integers
@@ -39,9 +42,10 @@ def default_pipeline() -> list:
     ]
 
 
-def optimize_graph(graph: Graph, log: PassLog | None = None) -> Graph:
-    """The target-independent optimisation pipeline."""
-    return run_passes(graph, default_pipeline(), log)
+def optimize_graph(graph: Graph, log: PassLog | None = None, supports=None) -> Graph:
+    """The optimisation pipeline; target-independent but for the rewrites `supports` (the
+    backend's node predicate, when given) enables."""
+    return run_passes(graph, default_pipeline(supports), log)
 
 
 def cleanup_graph(graph: Graph, log: PassLog | None = None) -> Graph:

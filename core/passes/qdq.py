@@ -6,17 +6,31 @@
                                                                         Unsqueeze, Transpose, Slice,
                                                                         Identity, MaxPool (s > 0)
 
-Both are exact. Dequantizing an 8- or 16-bit integer and quantizing it back with the same scale
+    QuantizeLinear(Conv(DQ(x), DQ(w), DQ(b)))             -> QLinearConv(x, w, b, ...)
+    QuantizeLinear(Relu(y))                               -> Max(QuantizeLinear(y), y_zero_point)
+    QuantizeLinear(Relu(DQ(q, s, z)), s, z)               -> Max(q, z)
+
+The first two are exact. Dequantizing an 8- or 16-bit integer and quantizing it back with the same scale
 and zero point gives it back (the float error of (q - z) * s / s is far below the half step that
 rounding would need), and an op that only moves elements, or picks the largest of a window, does
 the same to the integers as to their dequantized values (dequantization is increasing for a
 positive scale). Quantizers write such chains around every op (a DQ -> MaxPool -> Q, a DQ -> Reshape
 -> Q between two quantized ops); afterwards the data moves as bytes, not floats, and the Q/DQ
-pair is gone. Only per-tensor parameters (one scale, one zero point) are matched, so an axis the
+pair is gone. The third (Glow's "a DQ -> op -> Q island becomes a quantized op") is what the
+quantizers mean: the integer accumulation of QLinearConv is the exact value of the float
+convolution of the dequantized operands, which float32 only approximates, so the results agree
+but for the rounding of values on a half step; onnxruntime fuses the same islands. The last two
+are exact: quantization is increasing, so Q(max(v, 0)) = max(Q(v), Q(0)), and Q(0) is the zero
+point. The island rules run before constant folding (`islands_pass`), while the weights are still
+DQ(integer constant), and only for a backend that runs the integer convolution natively (the
+pipeline's `supports`): elsewhere QLinearConv would lower to exact float32 slices, slower than the
+float convolution the model wrote. Only per-tensor parameters (one scale, one zero point) are matched, so an axis the
 op moves never meets a per-axis scale.
 """
 
 from __future__ import annotations
+
+from contextvars import ContextVar
 
 import numpy as np
 
@@ -25,6 +39,9 @@ from .base import Pass
 from .patterns import Rules, const, producer
 
 RULES = Rules("qdq")
+ISLANDS = Rules("qdq-ops")
+#: The backend's node predicate while `islands_pass` runs.
+_SUPPORTS: ContextVar = ContextVar("qdq_islands_supports", default=None)
 #: Ops that commute with a per-tensor quantization (MaxPool: for a positive scale).
 _MOVERS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Slice", "Identity", "MaxPool")
 _INTS = (dt.int8, dt.uint8, dt.int16, dt.uint16)
@@ -74,6 +91,96 @@ def quantize_before_moving(ctx, rb, node, ins):
     return [y] if y.type == node.outputs[0].type else None
 
 
+def _int_params(node):
+    """(scale, zero point as an array of the integer type) of a per-tensor Q or DQ node on 8-bit
+    integers, else None."""
+    p = _params(node)
+    t = node.outputs[0].type.dtype if node.op.name == "QuantizeLinear" else node.inputs[0].type.dtype
+    if p is None or p[0] <= 0 or not np.isfinite(p[0]) or t not in (dt.int8, dt.uint8):
+        return None
+    return np.asarray(p[0], np.float32), np.asarray(0 if p[1] is None else p[1][1], t.np)
+
+
+def _weights(dq, m: int):
+    """(w, w_scale, w_zero_point) of a DQ of a constant 8-bit weight, per tensor or per output
+    channel (axis 0, m channels), else None."""
+    w, s = const(dq.inputs[0]), const(dq.inputs[1])
+    z = const(dq.inputs[2]) if len(dq.inputs) > 2 and dq.inputs[2] is not None else None
+    if w is None or s is None or w.dtype not in (np.int8, np.uint8) or dq.attrs.get("block_size", 0):
+        return None
+    if len(dq.inputs) > 2 and dq.inputs[2] is not None and z is None:
+        return None
+    if s.size != 1 and not (s.size == m and dq.attrs.get("axis", 1) % w.ndim == 0):
+        return None
+    s = s.reshape(-1).astype(np.float32)
+    s = s[:1].reshape(()) if s.size == 1 else s
+    z = np.zeros(s.shape, w.dtype) if z is None else z.reshape(s.shape).astype(w.dtype)
+    if not np.all(s > 0) or not np.all(np.isfinite(s)):
+        return None
+    return w, s, z
+
+
+def _bias(dq, scale: np.ndarray, m: int):
+    """The int32 bias of DQ(b) when its scale is x_scale * w_scale (so it adds to the integer
+    accumulator as it is) and its zero point 0, else None."""
+    b, s = const(dq.inputs[0]), const(dq.inputs[1])
+    z = const(dq.inputs[2]) if len(dq.inputs) > 2 and dq.inputs[2] is not None else None
+    if b is None or s is None or b.dtype != np.int32 or b.shape != (m,) or (z is not None and np.any(z != 0)):
+        return None
+    if len(dq.inputs) > 2 and dq.inputs[2] is not None and z is None:
+        return None
+    if not np.allclose(s.reshape(-1).astype(np.float64), np.broadcast_to(scale, (m,)), rtol=1e-6, atol=0):
+        return None
+    return b
+
+
+@ISLANDS.rule("QuantizeLinear")
+def quantized_conv(ctx, rb, node, ins):
+    conv = producer(ins[0], "Conv")
+    qy = _int_params(node)
+    if conv is None or qy is None or not ctx.single_use(node.inputs[0]) or len(conv.outputs) != 1:
+        return None
+    dx, dw = producer(conv.inputs[0], "DequantizeLinear"), producer(conv.inputs[1], "DequantizeLinear")
+    qx = None if dx is None else _int_params(dx)
+    m = conv.inputs[1].type.shape[0] if conv.inputs[1].type.shape else None
+    wq = None if dw is None or qx is None or not isinstance(m, int) else _weights(dw, m)
+    if wq is None:
+        return None
+    w, ws, wz = wq
+    ins_q = [dx.inputs[0], rb.constant(qx[0], "x_scale"), rb.constant(qx[1], "x_zero_point"),
+             rb.constant(w, "w"), rb.constant(ws, "w_scale"), rb.constant(wz, "w_zero_point"),
+             rb.constant(qy[0], "y_scale"), rb.constant(qy[1], "y_zero_point")]
+    if len(conv.inputs) > 2 and conv.inputs[2] is not None:
+        db = producer(conv.inputs[2], "DequantizeLinear")
+        b = None if db is None else _bias(db, qx[0].astype(np.float64) * ws.astype(np.float64), m)
+        if b is None:
+            return None
+        ins_q.append(rb.constant(b, "bias"))
+    # a probe: whether the backend runs this ConvInteger itself (unused, it goes with dead code)
+    probe = rb.emit1("ConvInteger", [ins_q[0], ins_q[3], ins_q[2], ins_q[5]], dict(conv.attrs))
+    supports = _SUPPORTS.get()
+    if supports is None or not supports(probe.node):
+        return None
+    y = rb.emit1("QLinearConv", ins_q, dict(conv.attrs))
+    return [y] if y.type == node.outputs[0].type else None
+
+
+@RULES.rule("QuantizeLinear")
+@ISLANDS.rule("QuantizeLinear")
+def quantize_after_relu(ctx, rb, node, ins):
+    relu = producer(ins[0], "Relu")
+    qy = _int_params(node)
+    if relu is None or qy is None or not ctx.single_use(node.inputs[0]):
+        return None
+    dq = producer(relu.inputs[0], "DequantizeLinear")
+    if dq is not None and _round_trip(node, dq):
+        q = dq.inputs[0]  # Q(Relu(DQ(q))) with the same parameters: max(q, z)
+    else:
+        q = rb.emit1(node.op, [relu.inputs[0], *ins[1:]], dict(node.attrs))
+    y = rb.emit1("Max", [q, rb.constant(qy[1], "zero_point")])
+    return [y] if y.type == node.outputs[0].type else None
+
+
 def simplify_qdq(graph):
     # most models have no QuantizeLinear: skip the rebuild (10 ms on DenseNet-121's 910 nodes)
     if not any(n.op.name == "QuantizeLinear" for n in graph.nodes):
@@ -82,3 +189,19 @@ def simplify_qdq(graph):
 
 
 QDQ = Pass("qdq", simplify_qdq, "cancel Q(DQ(q)) round trips and move data ops before them (as integers)")
+
+
+def islands_pass(supports) -> Pass:
+    """The island rules for a backend whose node predicate is `supports` (None: no islands)."""
+
+    def quantized_ops(graph):
+        if supports is None or not any(n.op.name == "QuantizeLinear" for n in graph.nodes):
+            return graph
+        token = _SUPPORTS.set(supports)
+        try:
+            return ISLANDS.apply(graph)
+        finally:
+            _SUPPORTS.reset(token)
+
+    return Pass("qdq-ops", quantized_ops, "DQ -> Conv -> Q islands to QLinearConv where the backend runs "
+                "ConvInteger natively; Q(Relu) to Max with the zero point")

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import layout
 from ..codegen import cpu_kernel, weight_data
-from ..irutil import I8, I64, PTR
+from ..irutil import F32, I8, I64, PTR
 from . import epilogue as ep
 from .conv_emit import ConvGeometry, code_key, emit_conv, pack_conv_weights, packed_conv_size
 from .gemm_emit import choose_tile, split_range
@@ -88,23 +88,25 @@ def emit_conv_nhwc(cg, instr):
 
 # -- NCHW operands through scratch -----------------------------------------------------------------
 
-def scratch(cg, nbytes: int):
-    """A zero-initialised, 64-byte aligned module global of nbytes (one per call)."""
+def scratch(cg, nbytes: int, fill: int = 0):
+    """A 64-byte aligned module global of nbytes (one per call), every byte `fill` at start."""
     t = ir.ArrayType(I8, max(int(nbytes), 1))
     name = f"scratch.{len([g for g in cg.module.global_values if g.name.startswith('scratch.')])}"
     gv = ir.GlobalVariable(cg.module, t, name)
-    gv.initializer = ir.Constant(t, None)
+    gv.initializer = ir.Constant(t, bytearray([fill]) * t.count if fill else None)
     gv.linkage = "internal"
     gv.align = 64
     return gv
 
 
-def relayout(cg, src, dst, nchw_shape, to_nhwc: bool, pads=(0, 0, 0, 0)):
+def relayout(cg, src, dst, nchw_shape, to_nhwc: bool, pads=(0, 0, 0, 0), etype=F32):
     """Copy NCHW -> NHWC (into a buffer padded by pads = (top, left, bottom, right), whose border
-    is left as it is) or NHWC -> NCHW (unpadded). Split over (n, row) across the threads."""
+    is left as it is) or NHWC -> NCHW (unpadded), elements of LLVM type etype. Split over
+    (n, row) across the threads."""
     n, c, h, w = nchw_shape
     pt, pl, pb, pr = pads
     hp, wp = h + pt + pb, w + pl + pr
+    al = 1 if etype == I8 else 4
     kb = cg.function("relayout", [PTR, PTR, I64, I64])
     kb.fn.attributes.add("noinline")  # one call each: inlining only slows LLVM down
     s, d, tid, nth = kb.args
@@ -119,13 +121,13 @@ def relayout(cg, src, dst, nchw_shape, to_nhwc: bool, pads=(0, 0, 0, 0)):
                 o = b.mul(b.add(base, b.add(x, kb.i64(pl))), kb.i64(c))
                 i = b.add(b.mul(b.mul(ni, kb.i64(c)), kb.i64(h * w)), b.add(b.mul(y, kb.i64(w)), x))
                 with kb.loop(0, c, name="c") as ch:
-                    kb.store(kb.load(s, b.add(i, b.mul(ch, kb.i64(h * w)))), d, b.add(o, ch))
+                    kb.store(kb.load(s, b.add(i, b.mul(ch, kb.i64(h * w))), etype, al), d, b.add(o, ch), etype, al)
         else:
             with kb.loop(0, c, name="c") as ch:
                 o = b.add(b.mul(b.add(b.mul(ni, kb.i64(c)), ch), kb.i64(h * w)), b.mul(y, kb.i64(w)))
                 i = b.add(b.mul(row, kb.i64(w * c)), ch)
                 with kb.loop(0, w, name="x") as x:
-                    kb.store(kb.load(s, b.add(i, b.mul(x, kb.i64(c)))), d, b.add(o, x))
+                    kb.store(kb.load(s, b.add(i, b.mul(x, kb.i64(c))), etype, al), d, b.add(o, x), etype, al)
     kb.finish()
     cg.call(kb.fn, [src, dst, cg.tid, cg.nth])
 
@@ -138,7 +140,7 @@ def _nchw_ok(node) -> bool:
 def emit_conv_nchw(cg, instr):
     x, w, _ = _args(instr)
     out = instr.outputs[0]
-    k, s, d, pb, pe = layout.conv_geometry(_Shapes(instr))
+    k, s, d, pb, pe = layout.conv_geometry(InstrShapes(instr))
     n, c, h, wd = x.type.shape
     _, m, ho, wo = out.type.shape
     pads = (pb[0], pb[1], pe[0], pe[1])
@@ -152,7 +154,7 @@ def emit_conv_nchw(cg, instr):
     relayout(cg, o, cg.ptr(out), (n, m, ho, wo), False)  # the calls of one instruction run in order
 
 
-class _Shapes:
+class InstrShapes:
     """What layout.conv_geometry reads of a node, from an instruction."""
 
     def __init__(self, instr):
@@ -160,4 +162,4 @@ class _Shapes:
         self.attrs = instr.attrs
 
 
-__all__ = ["emit_conv_nhwc", "emit_conv_nchw", "scratch", "relayout", "geometry"]
+__all__ = ["emit_conv_nhwc", "emit_conv_nchw", "scratch", "relayout", "geometry", "InstrShapes"]

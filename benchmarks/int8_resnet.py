@@ -1,0 +1,139 @@
+"""A QDQ ResNet-50 from onnxruntime's quantizer: glow cpu int8 against onnxruntime int8 and glow fp32.
+
+    python benchmarks/int8_resnet.py                          # 1 thread, host ISA
+    python benchmarks/int8_resnet.py --isa avx2 --no-write    # glow at the avx2 level
+
+The fp32 model is the onnx wheel's light ResNet-50 with its constant (0.02) weights replaced by
+random ones (He-scaled convolutions, batch norms near identity), upgraded to opset 13, then
+quantized by onnxruntime.quantization.quantize_static in the QDQ format (per-channel int8 weights,
+uint8 activations, min-max calibration on 4 random 224 x 224 images). glow runs the int8 file
+(its DQ -> Conv -> Q islands become QLinearConv, on the cpu integer convolution) and the fp32
+file; onnxruntime runs both files. Each pair is interleaved in one process on a new random image
+every call (glow and onnxruntime alternate which runs first); the table shows the median of the
+rounds' medians. `--isa` compiles glow for a lower instruction-set level (both of glow's runs);
+onnxruntime keeps the host's. Results go to benchmarks/results-int8-resnet.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from host import cpu_model, interleaved, ort_session, write_results  # noqa: E402 (benchmarks/host.py, next to this script)
+
+SHAPE = (1, 3, 224, 224)
+
+
+def random_resnet50(rng):
+    """The light ResNet-50 with random weights (its ConstantOfShape weights become initializers)."""
+    import numpy as np
+    import onnx
+    from glow.bench import resolve_model
+    from onnx import numpy_helper as nh
+    from onnx import version_converter
+
+    m = onnx.load(resolve_model("resnet50")[0])
+    shapes = {i.name: nh.to_array(i) for i in m.graph.initializer}
+    keep = []
+    for node in m.graph.node:
+        if node.op_type != "ConstantOfShape":
+            keep.append(node)
+            continue
+        name, shape = node.output[0], tuple(int(d) for d in shapes[node.input[0]])
+        if name.endswith("_riv_0"):  # batch-norm variance
+            v = rng.uniform(0.5, 1.5, shape)
+        elif name.endswith("_s_0"):  # batch-norm scale
+            v = rng.uniform(0.5, 1.0, shape)
+        elif len(shape) >= 2:  # conv / fc weights
+            v = rng.standard_normal(shape) * np.sqrt(2.0 / np.prod(shape[1:]))
+        else:  # biases, means
+            v = rng.standard_normal(shape) * 0.1
+        m.graph.initializer.append(nh.from_array(v.astype(np.float32), name))
+    del m.graph.node[:]
+    m.graph.node.extend(keep)
+    used = {i for n in keep for i in n.input}
+    kept = [i for i in m.graph.initializer if i.name in used]
+    del m.graph.initializer[:]
+    m.graph.initializer.extend(kept)
+    inits = {i.name for i in kept}
+    feeds = [i for i in m.graph.input if i.name in used and i.name not in inits]  # the image alone
+    del m.graph.input[:]
+    m.graph.input.extend(feeds)
+    m.ir_version = 7  # initializers need not be graph inputs (the light model is IR 3)
+    return version_converter.convert_version(m, 13)
+
+
+def quantize(fp32_path, int8_path, rng):
+    import logging
+
+    import numpy as np
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    images = [rng.standard_normal(SHAPE).astype(np.float32) for _ in range(4)]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter({"gpu_0/data_0": x} for x in images)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    logging.getLogger().setLevel(logging.ERROR)
+    quantize_static(fp32_path, int8_path, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+
+
+def measure(path, isa, threads, rounds, calls, rng) -> dict:
+    import glow
+    import numpy as np
+
+    sess = ort_session(path, threads)
+    name = sess.get_inputs()[0].name
+    exe = glow.compile(path, backend="cpu", threads=threads, options={"isa": isa} if isa else None)
+    gm, om, (got, want) = interleaved(exe, sess, lambda: {name: rng.standard_normal(SHAPE).astype("float32")},
+                                      rounds, calls)
+    (got,), (want,) = got.values(), want
+    return {"glow_ms": gm * 1e3, "ort_ms": om * 1e3, "ratio": gm / om,
+            "max_abs_diff": float(np.abs(got.astype("float64") - want).max())}
+
+
+def main(argv=None) -> int:
+    import numpy as np
+    import onnx
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--isa", choices=("avx512", "avx2", "generic"), default=None)
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(0)
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32, int8 = os.path.join(tmp, "fp32.onnx"), os.path.join(tmp, "int8.onnx")
+        onnx.save(random_resnet50(rng), fp32)
+        quantize(fp32, int8, rng)
+        for fmt, path in (("fp32", fp32), ("qdq int8", int8)):
+            rows[fmt] = measure(path, args.isa, args.threads, args.rounds, args.calls, rng)
+    cpu = cpu_model()
+    print(f"CPU: {cpu}; glow ISA {args.isa or 'host'}; threads {args.threads}; a new image every call; "
+          f"medians of {args.rounds} rounds x {args.calls} calls")
+    print(f"{'ResNet-50':<10} {'glow ms':>8} {'ort ms':>8} {'ratio':>6} {'max |diff|':>11}")
+    for fmt, r in rows.items():
+        print(f"{fmt:<10} {r['glow_ms']:>8.2f} {r['ort_ms']:>8.2f} {r['ratio']:>6.2f} {r['max_abs_diff']:>11.3g}")
+    speedup = rows["fp32"]["glow_ms"] / rows["qdq int8"]["glow_ms"]
+    print(f"glow int8 is {speedup:.2f}x faster than glow fp32")
+    if not args.no_write:
+        write_results(f"int8-resnet{'-' + args.isa if args.isa else ''}",
+                      {"cpu": cpu, "isa": args.isa or "host", "threads": args.threads, "rows": rows,
+                       "int8_speedup_over_fp32": speedup})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
