@@ -1,7 +1,8 @@
 """Integer convolution on the cpu backend (backends/cpu/kernels/int8_conv.py) and the QDQ island
 rules that lead to it (glow.passes.qdq): ConvInteger equals the reference's int32 exactly at every
 instruction-set level this host runs, optimised (NHWC) and not (NCHW through scratch); a
-DQ -> Conv -> Q island becomes QLinearConv; Q(Relu) becomes a Max with the zero point."""
+DQ -> Conv -> Q island becomes QLinearConv (DQ -> MatMul -> Q with constant weights QLinearMatMul);
+Q(Relu) becomes a Max with the zero point."""
 
 from __future__ import annotations
 
@@ -144,3 +145,32 @@ def test_a_dq_conv_q_island_becomes_qlinear_conv(relu):
 def test_an_island_whose_bias_is_not_at_the_accumulator_scale_stays_float():
     ops = _ops(_qdq_conv(bias_scale=0.3))
     assert ops["QLinearConv"] == 0 and ops["Conv"] == 1, ops
+
+
+def _qdq_matmul():
+    rng = np.random.default_rng(6)
+    k, n = 48, 24
+    inits = [nh.from_array(rng.integers(-127, 128, (k, n)).astype(np.int8), "bq"),
+             nh.from_array(rng.uniform(0.01, 0.02, n).astype(np.float32), "bs"),
+             nh.from_array(np.zeros(n, np.int8), "bz"),
+             nh.from_array(np.asarray(0.05, np.float32), "as"), nh.from_array(np.asarray(10, np.uint8), "az"),
+             nh.from_array(np.asarray(0.2, np.float32), "ys"), nh.from_array(np.asarray(120, np.uint8), "yz")]
+    nodes = [h.make_node("DequantizeLinear", ["a", "as", "az"], ["af"]),
+             h.make_node("DequantizeLinear", ["bq", "bs", "bz"], ["bf"], axis=1),
+             h.make_node("MatMul", ["af", "bf"], ["yf"]),
+             h.make_node("QuantizeLinear", ["yf", "ys", "yz"], ["y"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("a", T.UINT8, [2, 5, k])],
+                     [h.make_tensor_value_info("y", T.UINT8, [2, 5, n])], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+
+
+def test_a_dq_matmul_q_island_with_constant_weights_becomes_qlinear_matmul():
+    model = _qdq_matmul()
+    ops = _ops(model)
+    assert ops["QLinearMatMul"] == 1 and ops["MatMul"] == 0, ops
+    a = np.random.default_rng(7).integers(0, 256, (2, 5, 48)).astype(np.uint8)
+    want = glow.compile(model, "reference", optimize=False).run({"a": a})["y"]
+    exe = glow.compile(model, "cpu")
+    assert "MatMulInteger" in {n.op.name for n in exe.graph.nodes}
+    diff = np.abs(exe.run({"a": a})["y"].astype(np.int16) - want.astype(np.int16))
+    assert diff.max() <= 1 and (diff == 0).mean() >= 0.99, (diff.max(), (diff == 0).mean())

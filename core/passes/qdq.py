@@ -7,25 +7,28 @@
                                                                         Identity, MaxPool (s > 0)
 
     QuantizeLinear(Conv(DQ(x), DQ(w), DQ(b)))             -> QLinearConv(x, w, b, ...)
+    QuantizeLinear(MatMul(DQ(a), DQ(b)))  (b constant)    -> QLinearMatMul(a, b, ...)
     QuantizeLinear(Relu(y))                               -> Max(QuantizeLinear(y), y_zero_point)
     QuantizeLinear(Relu(DQ(q, s, z)), s, z)               -> Max(q, z)
 
-The first two are exact. Dequantizing an 8- or 16-bit integer and quantizing it back with the same scale
-and zero point gives it back (the float error of (q - z) * s / s is far below the half step that
-rounding would need), and an op that only moves elements, or picks the largest of a window, does
-the same to the integers as to their dequantized values (dequantization is increasing for a
-positive scale). Quantizers write such chains around every op (a DQ -> MaxPool -> Q, a DQ -> Reshape
--> Q between two quantized ops); afterwards the data moves as bytes, not floats, and the Q/DQ
-pair is gone. The third (Glow's "a DQ -> op -> Q island becomes a quantized op") is what the
-quantizers mean: the integer accumulation of QLinearConv is the exact value of the float
-convolution of the dequantized operands, which float32 only approximates, so the results agree
-but for the rounding of values on a half step; onnxruntime fuses the same islands. The last two
-are exact: quantization is increasing, so Q(max(v, 0)) = max(Q(v), Q(0)), and Q(0) is the zero
-point. The island rules run before constant folding (`islands_pass`), while the weights are still
-DQ(integer constant), and only for a backend that runs the integer convolution natively (the
-pipeline's `supports`): elsewhere QLinearConv would lower to exact float32 slices, slower than the
-float convolution the model wrote. Only per-tensor parameters (one scale, one zero point) are matched, so an axis the
-op moves never meets a per-axis scale.
+The first two are exact. Dequantizing an 8- or 16-bit integer and quantizing it back with the
+same scale and zero point gives it back (the float error of (q - z) * s / s is far below the half
+step that rounding would need), and an op that only moves elements, or picks the largest of a
+window, does the same to the integers as to their dequantized values (dequantization is
+increasing for a positive scale). Quantizers write such chains around every op (a DQ -> MaxPool
+-> Q, a DQ -> Reshape -> Q between two quantized ops); afterwards the data moves as bytes, not
+floats, and the Q/DQ pair is gone. Only per-tensor parameters (one scale, one zero point) are
+matched, so an axis the op moves never meets a per-axis scale.
+
+The islands (Glow's "a DQ -> op -> Q island becomes a quantized op") are what the quantizers
+mean: the integer accumulation of QLinearConv / QLinearMatMul is the exact value of the float
+product of the dequantized operands, which float32 only approximates, so the results agree but
+for values on a half step, which may round the other way; onnxruntime fuses the same islands.
+Weights may be per output channel. They run before constant folding (`islands_pass`), while the
+weights are still DQ(integer constant), and only for a backend that runs ConvInteger /
+MatMulInteger natively (the pipeline's `supports`): elsewhere the quantized op would lower to
+exact float32 slices, slower than the float op the model wrote. The Relu rules are exact:
+quantization is increasing, so Q(max(v, 0)) = max(Q(v), Q(0)), and Q(0) is the zero point.
 """
 
 from __future__ import annotations
@@ -101,16 +104,16 @@ def _int_params(node):
     return np.asarray(p[0], np.float32), np.asarray(0 if p[1] is None else p[1][1], t.np)
 
 
-def _weights(dq, m: int):
+def _weights(dq, m: int, axis: int = 0):
     """(w, w_scale, w_zero_point) of a DQ of a constant 8-bit weight, per tensor or per output
-    channel (axis 0, m channels), else None."""
+    channel (`axis`: 0 for a Conv's weight, 1 for a MatMul's B; m channels), else None."""
     w, s = const(dq.inputs[0]), const(dq.inputs[1])
     z = const(dq.inputs[2]) if len(dq.inputs) > 2 and dq.inputs[2] is not None else None
     if w is None or s is None or w.dtype not in (np.int8, np.uint8) or dq.attrs.get("block_size", 0):
         return None
     if len(dq.inputs) > 2 and dq.inputs[2] is not None and z is None:
         return None
-    if s.size != 1 and not (s.size == m and dq.attrs.get("axis", 1) % w.ndim == 0):
+    if s.size != 1 and not (s.size == m and dq.attrs.get("axis", 1) % w.ndim == axis):
         return None
     s = s.reshape(-1).astype(np.float32)
     s = s[:1].reshape(()) if s.size == 1 else s
@@ -165,6 +168,32 @@ def quantized_conv(ctx, rb, node, ins):
     return [y] if y.type == node.outputs[0].type else None
 
 
+@ISLANDS.rule("QuantizeLinear")
+def quantized_matmul(ctx, rb, node, ins):
+    mm = producer(ins[0], "MatMul")
+    qy = _int_params(node)
+    if mm is None or qy is None or not ctx.single_use(node.inputs[0]):
+        return None
+    da, db = producer(mm.inputs[0], "DequantizeLinear"), producer(mm.inputs[1], "DequantizeLinear")
+    qa = None if da is None else _int_params(da)
+    b_shape = mm.inputs[1].type.shape
+    if qa is None or db is None or b_shape is None or len(b_shape) != 2 or not isinstance(b_shape[1], int):
+        return None
+    wq = _weights(db, b_shape[1], axis=1)
+    if wq is None:
+        return None
+    b, bs, bz = wq
+    a, az = da.inputs[0], rb.constant(qa[1], "a_zero_point")
+    bq, bzc = rb.constant(b, "b"), rb.constant(bz, "b_zero_point")
+    probe = rb.emit1("MatMulInteger", [a, bq, az, bzc])  # does the backend run it itself?
+    supports = _SUPPORTS.get()
+    if supports is None or not supports(probe.node):
+        return None
+    y = rb.emit1("QLinearMatMul", [a, rb.constant(qa[0], "a_scale"), az, bq, rb.constant(bs, "b_scale"), bzc,
+                                   rb.constant(qy[0], "y_scale"), rb.constant(qy[1], "y_zero_point")])
+    return [y] if y.type == node.outputs[0].type else None
+
+
 @RULES.rule("QuantizeLinear")
 @ISLANDS.rule("QuantizeLinear")
 def quantize_after_relu(ctx, rb, node, ins):
@@ -203,5 +232,5 @@ def islands_pass(supports) -> Pass:
         finally:
             _SUPPORTS.reset(token)
 
-    return Pass("qdq-ops", quantized_ops, "DQ -> Conv -> Q islands to QLinearConv where the backend runs "
-                "ConvInteger natively; Q(Relu) to Max with the zero point")
+    return Pass("qdq-ops", quantized_ops, "DQ -> Conv/MatMul -> Q islands to QLinearConv/QLinearMatMul where "
+                "the backend runs ConvInteger/MatMulInteger natively; Q(Relu) to Max with the zero point")
