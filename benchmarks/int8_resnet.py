@@ -1,7 +1,8 @@
 """A QDQ ResNet-50 from onnxruntime's quantizer: glow cpu int8 against onnxruntime int8 and glow fp32.
 
     python benchmarks/int8_resnet.py                          # 1 thread, host ISA
-    python benchmarks/int8_resnet.py --isa avx2 --no-write    # glow at the avx2 level
+    GLOW_CPU_ISA=avx2 python benchmarks/int8_resnet.py --no-write     # glow as on an AVX2 host
+    GLOW_CPU_ISA=avx2 python benchmarks/int8_resnet.py --reduce-range  # 7-bit weights (AVX2 advice)
 
 The fp32 model is the onnx wheel's light ResNet-50 with its constant (0.02) weights replaced by
 random ones (He-scaled convolutions, batch norms near identity), upgraded to opset 13, then
@@ -10,8 +11,10 @@ uint8 activations, min-max calibration on 4 random 224 x 224 images). glow runs 
 (its DQ -> Conv -> Q islands become QLinearConv, on the cpu integer convolution) and the fp32
 file; onnxruntime runs both files. Each pair is interleaved in one process on a new random image
 every call (glow and onnxruntime alternate which runs first); the table shows the median of the
-rounds' medians. `--isa` compiles glow for a lower instruction-set level (both of glow's runs);
-onnxruntime keeps the host's. Results go to benchmarks/results-int8-resnet.json.
+rounds' medians. $GLOW_CPU_ISA makes glow lower and compile as on a host of that instruction-set
+level (both of glow's runs; onnxruntime keeps the host's). `--reduce-range` quantizes the weights
+to 7 bits (quantize_static's reduce_range, onnxruntime's advice for AVX2 without VNNI), which AVX2's
+`vpmaddubsw` multiplies exactly. Results go to benchmarks/results-int8-resnet[-ISA][-7bit].json.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def random_resnet50(rng):
     return version_converter.convert_version(m, 13)
 
 
-def quantize(fp32_path, int8_path, rng):
+def quantize(fp32_path, int8_path, rng, reduce_range=False):
     import logging
 
     import numpy as np
@@ -84,16 +87,16 @@ def quantize(fp32_path, int8_path, rng):
 
     logging.getLogger().setLevel(logging.ERROR)
     quantize_static(fp32_path, int8_path, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, reduce_range=reduce_range)
 
 
-def measure(path, isa, threads, rounds, calls, rng) -> dict:
+def measure(path, threads, rounds, calls, rng) -> dict:
     import glow
     import numpy as np
 
     sess = ort_session(path, threads)
     name = sess.get_inputs()[0].name
-    exe = glow.compile(path, backend="cpu", threads=threads, options={"isa": isa} if isa else None)
+    exe = glow.compile(path, backend="cpu", threads=threads)
     gm, om, (got, want) = interleaved(exe, sess, lambda: {name: rng.standard_normal(SHAPE).astype("float32")},
                                       rounds, calls)
     (got,), (want,) = got.values(), want
@@ -104,12 +107,14 @@ def measure(path, isa, threads, rounds, calls, rng) -> dict:
 def main(argv=None) -> int:
     import numpy as np
     import onnx
+    from glow.backends.cpu.jit import host_isa
+    from glow.backends.cpu.jit import isa as isa_level
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--isa", choices=("avx512", "avx2", "generic"), default=None)
+    ap.add_argument("--reduce-range", action="store_true")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
@@ -117,21 +122,22 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         fp32, int8 = os.path.join(tmp, "fp32.onnx"), os.path.join(tmp, "int8.onnx")
         onnx.save(random_resnet50(rng), fp32)
-        quantize(fp32, int8, rng)
+        quantize(fp32, int8, rng, args.reduce_range)
         for fmt, path in (("fp32", fp32), ("qdq int8", int8)):
-            rows[fmt] = measure(path, args.isa, args.threads, args.rounds, args.calls, rng)
-    cpu = cpu_model()
-    print(f"CPU: {cpu}; glow ISA {args.isa or 'host'}; threads {args.threads}; a new image every call; "
-          f"medians of {args.rounds} rounds x {args.calls} calls")
+            rows[fmt] = measure(path, args.threads, args.rounds, args.calls, rng)
+    cpu, isa = cpu_model(), isa_level()
+    print(f"CPU: {cpu}; glow ISA {isa}; weights {7 if args.reduce_range else 8}-bit; threads {args.threads}; "
+          f"a new image every call; medians of {args.rounds} rounds x {args.calls} calls")
     print(f"{'ResNet-50':<10} {'glow ms':>8} {'ort ms':>8} {'ratio':>6} {'max |diff|':>11}")
     for fmt, r in rows.items():
         print(f"{fmt:<10} {r['glow_ms']:>8.2f} {r['ort_ms']:>8.2f} {r['ratio']:>6.2f} {r['max_abs_diff']:>11.3g}")
     speedup = rows["fp32"]["glow_ms"] / rows["qdq int8"]["glow_ms"]
-    print(f"glow int8 is {speedup:.2f}x faster than glow fp32")
+    print(f"glow fp32 ms / glow int8 ms = {speedup:.2f}")
     if not args.no_write:
-        write_results(f"int8-resnet{'-' + args.isa if args.isa else ''}",
-                      {"cpu": cpu, "isa": args.isa or "host", "threads": args.threads, "rows": rows,
-                       "int8_speedup_over_fp32": speedup})
+        suffix = ("" if isa == host_isa() else f"-{isa}") + ("-7bit" if args.reduce_range else "")
+        write_results(f"int8-resnet{suffix}", {"cpu": cpu, "isa": isa, "threads": args.threads,
+                                              "weight_bits": 7 if args.reduce_range else 8, "rows": rows,
+                                              "int8_speedup_over_fp32": speedup})
     return 0
 
 
