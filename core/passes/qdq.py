@@ -137,12 +137,32 @@ def _bias(dq, scale: np.ndarray, m: int):
     return b
 
 
+def _feeding(ctx, node, ins, op: str):
+    """(the `op` node whose one result only the Q `node` reads, the Q's per-tensor 8-bit
+    parameters), or None."""
+    p, qy = producer(ins[0], op), _int_params(node)
+    if p is None or qy is None or len(p.outputs) != 1 or not ctx.single_use(node.inputs[0]):
+        return None
+    return p, qy
+
+
+def _where_native(rb, node, probe, quantized, attrs=None):
+    """[quantized op's result] replacing the Q `node`, if the backend runs the integer op `probe`
+    ((op, inputs)) natively, else None. The probe is asked of the backend as a node; unused, it
+    goes with the dead code."""
+    supports = _SUPPORTS.get()
+    if supports is None or not supports(rb.emit1(probe[0], probe[1], dict(attrs or {})).node):
+        return None
+    y = rb.emit1(quantized[0], quantized[1], dict(attrs or {}))
+    return [y] if y.type == node.outputs[0].type else None
+
+
 @ISLANDS.rule("QuantizeLinear")
 def quantized_conv(ctx, rb, node, ins):
-    conv = producer(ins[0], "Conv")
-    qy = _int_params(node)
-    if conv is None or qy is None or not ctx.single_use(node.inputs[0]) or len(conv.outputs) != 1:
+    found = _feeding(ctx, node, ins, "Conv")
+    if found is None:
         return None
+    conv, qy = found
     dx, dw = producer(conv.inputs[0], "DequantizeLinear"), producer(conv.inputs[1], "DequantizeLinear")
     qx = None if dx is None else _int_params(dx)
     m = conv.inputs[1].type.shape[0] if conv.inputs[1].type.shape else None
@@ -159,21 +179,16 @@ def quantized_conv(ctx, rb, node, ins):
         if b is None:
             return None
         ins_q.append(rb.constant(b, "bias"))
-    # a probe: whether the backend runs this ConvInteger itself (unused, it goes with dead code)
-    probe = rb.emit1("ConvInteger", [ins_q[0], ins_q[3], ins_q[2], ins_q[5]], dict(conv.attrs))
-    supports = _SUPPORTS.get()
-    if supports is None or not supports(probe.node):
-        return None
-    y = rb.emit1("QLinearConv", ins_q, dict(conv.attrs))
-    return [y] if y.type == node.outputs[0].type else None
+    return _where_native(rb, node, ("ConvInteger", [ins_q[0], ins_q[3], ins_q[2], ins_q[5]]), ("QLinearConv", ins_q),
+                         conv.attrs)
 
 
 @ISLANDS.rule("QuantizeLinear")
 def quantized_matmul(ctx, rb, node, ins):
-    mm = producer(ins[0], "MatMul")
-    qy = _int_params(node)
-    if mm is None or qy is None or not ctx.single_use(node.inputs[0]):
+    found = _feeding(ctx, node, ins, "MatMul")
+    if found is None:
         return None
+    mm, qy = found
     da, db = producer(mm.inputs[0], "DequantizeLinear"), producer(mm.inputs[1], "DequantizeLinear")
     qa = None if da is None else _int_params(da)
     b_shape = mm.inputs[1].type.shape
@@ -185,22 +200,18 @@ def quantized_matmul(ctx, rb, node, ins):
     b, bs, bz = wq
     a, az = da.inputs[0], rb.constant(qa[1], "a_zero_point")
     bq, bzc = rb.constant(b, "b"), rb.constant(bz, "b_zero_point")
-    probe = rb.emit1("MatMulInteger", [a, bq, az, bzc])  # does the backend run it itself?
-    supports = _SUPPORTS.get()
-    if supports is None or not supports(probe.node):
-        return None
-    y = rb.emit1("QLinearMatMul", [a, rb.constant(qa[0], "a_scale"), az, bq, rb.constant(bs, "b_scale"), bzc,
-                                   rb.constant(qy[0], "y_scale"), rb.constant(qy[1], "y_zero_point")])
-    return [y] if y.type == node.outputs[0].type else None
+    return _where_native(rb, node, ("MatMulInteger", [a, bq, az, bzc]),
+                         ("QLinearMatMul", [a, rb.constant(qa[0], "a_scale"), az, bq, rb.constant(bs, "b_scale"), bzc,
+                                            rb.constant(qy[0], "y_scale"), rb.constant(qy[1], "y_zero_point")]))
 
 
 @RULES.rule("QuantizeLinear")
 @ISLANDS.rule("QuantizeLinear")
 def quantize_after_relu(ctx, rb, node, ins):
-    relu = producer(ins[0], "Relu")
-    qy = _int_params(node)
-    if relu is None or qy is None or not ctx.single_use(node.inputs[0]):
+    found = _feeding(ctx, node, ins, "Relu")
+    if found is None:
         return None
+    relu, qy = found
     dq = producer(relu.inputs[0], "DequantizeLinear")
     if dq is not None and _round_trip(node, dq):
         q = dq.inputs[0]  # Q(Relu(DQ(q))) with the same parameters: max(q, z)
