@@ -1,6 +1,7 @@
 """The pass pipelines, each one readable function.
 
-    optimize_graph      target-independent: before lowering (compile-flow step 3)
+    optimize_graph      before lowering (compile-flow step 3); target-independent but for the QDQ
+                        islands, which ask the backend's `supports`
     cleanup_graph       after lowering (step 6)
     fuse_for_backend    last: the fusions the backend asked for (step 6)
 
