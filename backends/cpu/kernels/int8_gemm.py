@@ -176,7 +176,8 @@ class Rows:
     further on (implicit GEMM: the window is read in place, nothing is copied)."""
 
     width: int
-    offsets: tuple = (0,)
+    kernel: tuple = (1, 1)  # (kh, kw)
+    tap_steps: tuple = (0, 0)  # bytes from tap (i, j) to (i + 1, j) and to (i, j + 1)
     out_hw: tuple = ()  # (ho, wo) for a convolution
     in_hw: tuple = ()  # (hp, wp)
     strides: tuple = ()
@@ -187,8 +188,18 @@ class Rows:
 
     @classmethod
     def conv(cls, hp, wp, c, ho, wo, kernel, strides, dilations) -> Rows:
-        offs = tuple((i * dilations[0] * wp + j * dilations[1]) * c for i in range(kernel[0]) for j in range(kernel[1]))
-        return cls(c, offs, (ho, wo), (hp, wp), tuple(strides))
+        return cls(c, tuple(kernel), (dilations[0] * wp * c, dilations[1] * c), (ho, wo), (hp, wp), tuple(strides))
+
+    @property
+    def offsets(self) -> tuple:
+        return tuple(i * self.tap_steps[0] + j * self.tap_steps[1]
+                     for i in range(self.kernel[0]) for j in range(self.kernel[1]))
+
+    def tap_offset(self, kb, t):
+        """The byte offset of tap t (an i64 value, i x kw + j) from its row's start."""
+        bld, kw = kb.b, kb.i64(self.kernel[1])
+        return bld.add(bld.mul(bld.udiv(t, kw), kb.i64(self.tap_steps[0])),
+                       bld.mul(bld.urem(t, kw), kb.i64(self.tap_steps[1])))
 
     def start(self, kb, r):
         """The byte offset of row r (an i64 value) in A."""
@@ -308,14 +319,24 @@ def _panel_products(kb, dot, a_rows, b_, ps, groups: int, rows: Rows, flip: int)
                 bld.store(dot.step(kb, bld.load(acc), words[r], b), acc)
 
     k = rows.width
-    for t, off in enumerate(rows.offsets):
-        runs = [bld.gep(ap, [kb.i64(off)], source_etype=I8, inbounds=True) for ap in a_rows] if off else a_rows
-        first = t * rows.groups
+
+    def tap(runs, first):
         if k // 4:
             with kb.loop(0, k // 4, name="g") as g:
-                step([_a_group(kb, ap, g, flip) for ap in runs], bld.add(g, kb.i64(first)) if first else g)
+                step([_a_group(kb, ap, g, flip) for ap in runs], bld.add(g, first))
         if k % 4:
-            step([_a_tail(kb, ap, k, flip) for ap in runs], kb.i64(first + k // 4))
+            step([_a_tail(kb, ap, k, flip) for ap in runs], bld.add(first, kb.i64(k // 4)))
+
+    taps = len(rows.offsets)
+    if taps == 1:
+        tap(a_rows, kb.i64(0))
+    else:
+        # a loop, not one copy per tap: unrolled, a 7 x 7 stem's 49 taps of one group each were
+        # scheduled as one block whose accumulators spilled (a fifth of the 3 x 3 layers' speed)
+        with kb.loop(0, taps, name="tap", unroll=False) as t:
+            off = rows.tap_offset(kb, t)
+            tap([bld.gep(ap, [off], source_etype=I8, inbounds=True) for ap in a_rows],
+                bld.mul(t, kb.i64(rows.groups)))
     return accs
 
 
