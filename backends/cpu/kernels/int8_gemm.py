@@ -255,11 +255,12 @@ def emit_int8_gemm(cg, a_ptr, a_dtype, za, y_ptr, nrows: int, rows: Rows, n: int
         rows_at = [bld.select(live[r], bld.add(row0, kb.i64(r)), bld.sub(nrows_, kb.i64(1))) for r in range(R)]
         a_rows = [bld.gep(a_, [rows.start(kb, ra)], source_etype=I8, inbounds=True) for ra in rows_at]
         sums = None if zb is None else [_row_sum(kb, ap, rows, flip) for ap in a_rows]
-        for p0 in range(0, panels, dot.panels):
-            ps = list(range(p0, min(p0 + dot.panels, panels)))
+
+        def store(ps, cols):
+            """The panels ps (i64 values) of this block of rows, `cols` lanes of each stored."""
             accs = _panel_products(kb, dot, a_rows, b_, ps, packed.shape[1], rows, flip)
-            for j, p in enumerate(ps):
-                at = kb.i64(p * LANES * 4)
+            for j, (p, c) in enumerate(zip(ps, cols)):
+                at = bld.mul(p, kb.i64(LANES * 4))
                 bias_v = bld.mul(za_v, bld.load(bld.gep(col_, [at], source_etype=I8, inbounds=True), typ=V16, align=4))
                 zb_v = None if zb is None else bld.load(bld.gep(zb_, [at], source_etype=I8, inbounds=True),
                                                         typ=V16, align=4)
@@ -268,9 +269,19 @@ def emit_int8_gemm(cg, a_ptr, a_dtype, za, y_ptr, nrows: int, rows: Rows, n: int
                     if zb_v is not None:
                         v = bld.sub(v, bld.mul(zb_v, kb.splat(sums[r], LANES)))
                     with kb.if_then(live[r]):
-                        out = bld.gep(y_, [bld.add(bld.mul(bld.add(row0, kb.i64(r)), kb.i64(n)), kb.i64(p * LANES))],
-                                      source_etype=I32, inbounds=True)
-                        _store_panel(kb, v, out, min(LANES, n - p * LANES))
+                        at_y = bld.add(bld.mul(bld.add(row0, kb.i64(r)), kb.i64(n)), bld.mul(p, kb.i64(LANES)))
+                        _store_panel(kb, v, bld.gep(y_, [at_y], source_etype=I32, inbounds=True), c)
+
+        # Whole groups of complete panels: a loop, not one copy each (2048 columns unrolled were 64
+        # copies, 1.5 s of LLVM for one kernel); the rest, a partial group or panel, after it.
+        whole = (n // LANES) // dot.panels
+        if whole:
+            with kb.loop(0, whole, name="pp", unroll=False) as q:
+                store([bld.add(bld.mul(q, kb.i64(dot.panels)), kb.i64(j)) for j in range(dot.panels)],
+                      [LANES] * dot.panels)
+        for p0 in range(whole * dot.panels, panels, dot.panels):
+            ps = list(range(p0, min(p0 + dot.panels, panels)))
+            store([kb.i64(p) for p in ps], [min(LANES, n - p * LANES) for p in ps])
     kb.finish()
     zb_arr = np.zeros(panels * LANES, np.int32) if zb is None else zb
     za_ptr = cg.ptr(za) if za is not None else cg.weight(np.zeros(1, np.int8))
@@ -304,12 +315,12 @@ def _row_sum(kb, row_ptr, rows: Rows, flip: int):
 
 
 def _panel_products(kb, dot, a_rows, b_, ps, groups: int, rows: Rows, flip: int):
-    """Accumulators [row][panel] of A' times the panels `ps` of packed B', over every k (tap by
-    tap; tap t's groups follow the groups of the taps before it in B)."""
+    """Accumulators [row][panel] of A' times the panels `ps` (i64 values) of packed B', over every
+    k (tap by tap; tap t's groups follow the groups of the taps before it in B)."""
     bld = kb.b
     group_bytes = LANES * 4
     accs = [[kb.var(dot.acc_type, ir.Constant(dot.acc_type, None)) for _ in ps] for _ in a_rows]
-    b_panel = [bld.gep(b_, [kb.i64(p * groups * group_bytes)], source_etype=I8, inbounds=True) for p in ps]
+    b_panel = [bld.gep(b_, [bld.mul(p, kb.i64(groups * group_bytes))], source_etype=I8, inbounds=True) for p in ps]
 
     def step(words, g):
         bv = [bld.load(bld.gep(bp, [bld.mul(g, kb.i64(group_bytes))], source_etype=I8, inbounds=True),
