@@ -278,7 +278,9 @@ class Backend:
     The whole contract glow relies on is declared here (nothing else is looked up by name):
     `name`, `api_version`, `priority`, `description`; `check_available`, `devices`, `supports`,
     `defers`, `native_ops`, `fusions`, `transform_graph`, `warm_up`, `compile`; for multi-device runs
-    `to_device` / `to_host` (with `Executable.run_device`); for saved executables `load_saved`
+    `to_device` / `to_host` (with `Executable.run_device`, and `handle_kind`); for devices named
+    by the backend at run time, or served elsewhere, `find_device` and `bind` (glow.backends.ray); for
+    saved executables `load_saved`
     (with `Executable._saved_state`); for ahead-of-time bundles `bundle`."""
 
     name: str = ""
@@ -295,12 +297,30 @@ class Backend:
     #: The options `glow.compile(..., options={...})` may pass this backend: {name: what it does}.
     #: Any other name is a one-line error naming the backend and these.
     options: dict = {}
+    #: Set when the handles this backend's `Executable.run_device` returns can go straight to
+    #: another executable of a backend with the same `handle_kind`, with no copy to this process
+    #: between them (the multi-device runtime keeps them as they are until such an executable, or
+    #: the caller, reads them). Ray's object references: a tensor moves node to node in Ray's
+    #: object store. None: outputs come back to host memory after every partition.
+    handle_kind: str | None = None
 
     def check_available(self) -> None:
         """Raise `BackendError("why")` when the library or device is missing."""
 
     def devices(self) -> list[Device]:
         return [Device(self.name, "0")]
+
+    def find_device(self, name: str) -> Device | None:
+        """A device called `name` that `devices()` does not list ("ray:cpu/node_a" asks backend
+        "ray" for "cpu/node_a"): a backend whose devices the user names (a remote node) makes it
+        here. None: no such device (the default: only `devices()` exist)."""
+        return None
+
+    def bind(self, device: Device) -> tuple[Backend, Device]:
+        """The backend object that drives `device`, and the device with its figures complete. By
+        default this backend and the device as they are; a backend that forwards to another per
+        device (glow.backends.ray: a remote node running the named backend) returns a proxy."""
+        return self, device
 
     def supports(self, node: Node) -> bool:
         """The support predicate: can this backend run `node` (its op, types, attributes) natively?"""

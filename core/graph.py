@@ -55,6 +55,14 @@ class Value:
     def __repr__(self):
         return f"%{self.name}: {self.type}"
 
+    # Pickling (a graph sent to a remote device): the arrays come back read-only, as built.
+    def __getstate__(self):
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def __setstate__(self, state):
+        for k, v in state.items():
+            object.__setattr__(self, k, _read_only(v) if k in ("data", "known") else v)
+
 
 def _read_only(a):
     """A read-only view of a constant's (or known value's) array: graphs share constants (rebuild
@@ -78,6 +86,16 @@ class Node:
     @property
     def all_inputs(self) -> tuple:
         return tuple(v for v in self.inputs if v is not None) + self.captures
+
+    # Pickling: the attributes are a read-only mapping, which pickle cannot store as such.
+    def __getstate__(self):
+        return (self.op, self.name, self.inputs, dict(self.attrs), self.outputs, self.captures)
+
+    def __setstate__(self, state):
+        op, name, inputs, attrs, outputs, captures = state
+        for k, v in zip(("op", "name", "inputs", "attrs", "outputs", "captures"),
+                        (op, name, inputs, _freeze(attrs), outputs, captures)):
+            object.__setattr__(self, k, v)
 
     def __repr__(self):
         return f"Node({self.name}: {self.op.name})"

@@ -127,6 +127,11 @@ class OpDef:
     known_value: Callable | None = None
     doc: str = ""
 
+    def __reduce__(self):
+        # Pickled by name: an op's rules are code, found again in the registry of the process
+        # that unpickles (a graph sent to a remote device, glow.distributed).
+        return get_op, (self.name, self.domain)
+
     def __post_init__(self):
         object.__setattr__(self, "in_ports", tuple(Port.parse(s) for s in self.inputs))
         object.__setattr__(self, "out_ports", tuple(Port.parse(s) for s in self.outputs))

@@ -16,6 +16,9 @@ from .devices import DeviceBackend, Target
 
 def compile_for_device(graph: Graph, target: Target, *, threads: int | None = None,
                        optimize: bool = True) -> Executable:
+    if hasattr(target.backend, "compile_remote"):
+        return target.backend.compile_remote(target, [Partition(0, target, 0, [], [], [], graph)],
+                                             threads=threads, optimize=optimize)()[0]
     be = DeviceBackend(target)
     native = target.native
     graph = backend_graph(graph, be, native) if optimize else lower_for_backend(graph, be, native)
@@ -26,6 +29,22 @@ def compile_for_device(graph: Graph, target: Target, *, threads: int | None = No
 
 def compile_partitions(parts: list[Partition], *, threads: int | None = None,
                        optimize: bool = True) -> list[Executable]:
+    """Every partition's executable. A device whose backend has `compile_remote(target, parts,
+    threads=, optimize=) -> wait` (a ray device: glow.backends.ray) compiles all its partitions
+    itself, on its node; those start first, so they compile while this process does the rest."""
     for p in parts:  # every device's one-time set-up overlaps the partitions compiled before it
         p.target.backend.warm_up(p.target.device)
-    return [compile_for_device(p.graph, p.target, threads=threads, optimize=optimize) for p in parts]
+    remote: dict[str, list[int]] = {}
+    for k, p in enumerate(parts):
+        if hasattr(p.target.backend, "compile_remote"):
+            remote.setdefault(p.target.name, []).append(k)
+    started = [(ks, parts[ks[0]].target.backend.compile_remote(
+        parts[ks[0]].target, [parts[k] for k in ks], threads=threads, optimize=optimize))
+        for ks in remote.values()]
+    exes: dict[int, Executable] = {}
+    for k, p in enumerate(parts):
+        if p.target.name not in remote:
+            exes[k] = compile_for_device(p.graph, p.target, threads=threads, optimize=optimize)
+    for ks, wait in started:
+        exes.update(zip(ks, wait()))
+    return [exes[k] for k in range(len(parts))]

@@ -3,7 +3,10 @@
     node time   = launch + max(FLOPs / peak, bytes touched / memory bandwidth)
     transfer    = bytes / the producer's link to the host + bytes / the consumer's link
                   (host staging: every tensor crossing devices goes through host memory) + a fixed
-                  hand-off latency (a queue and a thread wake-up in the runtime)
+                  hand-off latency (a queue and a thread wake-up in the runtime) + each link's own
+                  latency per leg (`latency_us`: a network's, for remote devices). Two remote
+                  devices pass a tensor node to node, one hop, but are priced as two legs as well:
+                  the ranking of cut points, which is what the estimate is for, is the same.
 
 FLOPs are estimated by op group: contractions and convolutions exactly (2 * MACs), pools by
 window, normalisations and recurrent cells by a per-element factor, everything else by its output
@@ -104,9 +107,13 @@ def node_time(node: Node, target: Target) -> float:
                         node_bytes(node) / (d.mem_bandwidth_gbs * 1e9))
 
 
+def link_latency(target: Target) -> float:
+    return float(target.device.extra.get("latency_us", 0.0)) * 1e-6
+
+
 def link_time(nbytes: int, target: Target) -> float:
     """One leg of host staging: `nbytes` between `target` and host memory."""
-    return nbytes / (target.device.transfer_gbs * 1e9)
+    return link_latency(target) + nbytes / (target.device.transfer_gbs * 1e9)
 
 
 def transfer_time(nbytes: int, src: Target | None, dst: Target | None) -> float:

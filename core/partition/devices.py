@@ -102,7 +102,8 @@ def resolve_devices(specs, native: str | None = None, registry=None) -> list[Tar
             name = f"{name}#{seen[name]}"
         else:
             seen[name] = 0
-        targets.append(Target(name, device, reg.get(device.backend), native))
+        backend, device = reg.get(device.backend).bind(device)
+        targets.append(Target(name, device, backend, native))
     if not targets:
         raise GlowError("no devices given")
     return targets
@@ -134,6 +135,9 @@ def _lookup(name: str, reg) -> Device:
         for d in devices:
             if d.name == dev:
                 return d
+        found = be.find_device(dev)
+        if found is not None:
+            return found
         raise BackendError(f"backend '{backend}' has no device '{dev}' "
                            f"(it has {', '.join(d.name for d in devices)})")
     logical = ", ".join(str(e.get("name")) for e in reg.logical_devices()) or "none"

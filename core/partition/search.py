@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import Graph
-from .cost import HANDOFF_S, CostTable, value_bytes
+from .cost import HANDOFF_S, CostTable, link_latency, value_bytes
 
 HOST = -1
 
@@ -56,6 +56,7 @@ class Problem:
         self.cap = np.array([t.memory_bytes if t.memory_bytes is not None else np.inf
                              for t in table.targets], dtype=float)
         self.link = np.array([1.0 / (t.device.transfer_gbs * 1e9) for t in table.targets])
+        self.lat = np.array([link_latency(t) for t in table.targets])  # seconds per leg (a network's)
         index: dict[int, int] = {}
         uses: list[list] = []
         self.reads: list[list[int]] = [[] for _ in range(self.n)]
@@ -93,9 +94,13 @@ class Problem:
         u = self.values[kx]
         src = HOST if u.producer == HOST else int(a[u.producer])
         dests = {int(a[c]) for c in u.consumers}
-        up = sum(u.nbytes * self.link[d] + (HANDOFF_S if src != HOST else 0.0) for d in dests if d != src)
+        up = sum(self.leg(u.nbytes, d) + (HANDOFF_S if src != HOST else 0.0) for d in dests if d != src)
         leaves = src != HOST and (u.is_output or any(d != src for d in dests))
-        return up + (u.nbytes * self.link[src] if leaves else 0.0)
+        return up + (self.leg(u.nbytes, src) if leaves else 0.0)
+
+    def leg(self, nbytes: int, d: int) -> float:
+        """One transfer leg between device d and the host (cost.link_time)."""
+        return nbytes * self.link[d] + self.lat[d]
 
     def total(self, a: np.ndarray) -> float:
         return float(self.time[np.arange(self.n), a].sum()
@@ -123,9 +128,9 @@ class Problem:
             src = HOST if u.producer == HOST else int(a[u.producer])
             dests = {int(a[c]) for c in u.consumers} - {src}
             for d in dests:
-                busy[d] += u.nbytes * self.link[d]
+                busy[d] += self.leg(u.nbytes, d)
             if src != HOST and (dests or u.is_output):
-                busy[src] += u.nbytes * self.link[src]
+                busy[src] += self.leg(u.nbytes, src)
         return busy
 
 
@@ -222,12 +227,12 @@ def _incoming(p: Problem, i: int, j: int, path: np.ndarray) -> float:
         earlier = [int(path[c]) for c in u.consumers if c < i]
         if j in earlier:
             continue  # already uploaded to j for an earlier reader
-        t += u.nbytes * p.link[j] + (HANDOFF_S if src != HOST else 0.0)
+        t += p.leg(u.nbytes, j) + (HANDOFF_S if src != HOST else 0.0)
         if src != HOST and not u.is_output and all(d == src for d in earlier):
-            t += u.nbytes * p.link[src]  # first time it leaves its device: the download
+            t += p.leg(u.nbytes, src)  # first time it leaves its device: the download
     for kx in p.writes[i]:
         if p.values[kx].is_output:
-            t += p.values[kx].nbytes * p.link[j]
+            t += p.leg(p.values[kx].nbytes, j)
     return t
 
 
@@ -302,7 +307,7 @@ def staged(p: Problem) -> np.ndarray | None:
 def _distinct_orders(p: Problem, limit: int = 120):
     """Device orders, skipping those that only swap interchangeable devices."""
     sig = [(t.device.backend, t.device.peak_gflops, t.device.mem_bandwidth_gbs, t.device.transfer_gbs,
-            t.device.supported_ops, t.device.memory_bytes) for t in p.targets]
+            p.lat[j], t.device.supported_ops, t.device.memory_bytes) for j, t in enumerate(p.targets)]
     seen = set()
     for order in itertools.permutations(range(p.k)):
         key = tuple(sig[j] for j in order)
@@ -327,7 +332,7 @@ def _stage_dp(p: Problem, order: list[int], cross: np.ndarray) -> np.ndarray | N
         pre_w = np.concatenate([[0.0], np.cumsum(p.weight_bytes)])
         cur = np.full(n + 1, big)
         arg = np.zeros(n + 1, dtype=np.int64)
-        legs = cross * p.link[d]
+        legs = cross * p.link[d] + np.where(cross > 0, p.lat[d], 0.0)
         for i in range(m + 1, n + 1):
             s = np.arange(m, i)
             ok = (bad[i] - bad[s] == 0) & np.isfinite(prev[s])

@@ -10,7 +10,10 @@ executable needs no locking of its own; `run` itself may be called from any numb
 Tensors cross devices through host memory. `Executable.run` takes and returns host arrays, so by
 default the executable moves its own inputs in and outputs out (host staging). An executable that
 also overrides `Executable.run_device({name: handle}) -> {name: handle}` gets its inputs through the backend's
-`to_device` and gives its outputs back through `to_host`.
+`to_device` and gives its outputs back through `to_host`. Where its backend declares a
+`handle_kind` (Ray's object references), its outputs stay handles (`Held`): one goes as it is to
+the next executable of the same kind (node to node, never through this process) and is read
+with `to_host` only where something else needs the array.
 An exception in a partition fails that request only (its queued partitions are skipped); other
 requests, and the workers, carry on.
 """
@@ -47,6 +50,32 @@ class Request:
         self.lock = threading.Lock()
         self.failed = False
         self.timings: list | None = None  # (partition, seconds) per partition when profiled
+
+
+class Held:
+    """A partition's output left where its device put it (see `Backend.handle_kind`)."""
+
+    __slots__ = ("backend", "device", "handle")
+
+    def __init__(self, backend, device, handle):
+        self.backend, self.device, self.handle = backend, device, handle
+
+    def host(self) -> np.ndarray:
+        return _to_host(self.backend, self.handle, self.device)
+
+
+def _host(value):
+    return value.host() if isinstance(value, Held) else value
+
+
+def _as_handle(value, be, dev):
+    """`value` (an array or a Held) as an input handle for an executable of backend `be`."""
+    if isinstance(value, Held):
+        kind = getattr(be, "handle_kind", None)
+        if kind is not None and kind == getattr(value.backend, "handle_kind", None):
+            return value.handle
+        value = value.host()
+    return be.to_device(value, dev) if isinstance(value, np.ndarray) else value
 
 
 class DeviceWorker:
@@ -126,12 +155,13 @@ class DagExecutor:
             t0 = time.perf_counter()
             with np.errstate(all="ignore"):
                 if exe.uses_device_handles:  # Executable.run_device overridden (core/backend.py)
-                    handles = {k: be.to_device(v, dev) if isinstance(v, np.ndarray) else v
-                               for k, v in feeds.items()}
-                    outs = exe.run_device(handles)
-                    outs = {v.name: _to_host(be, outs[v.name], dev) for v in part.outputs}
+                    outs = exe.run_device({k: _as_handle(v, be, dev) for k, v in feeds.items()})
+                    if getattr(be, "handle_kind", None) is not None:  # stays on its device for now
+                        outs = {v.name: Held(be, dev, outs[v.name]) for v in part.outputs}
+                    else:
+                        outs = {v.name: _to_host(be, outs[v.name], dev) for v in part.outputs}
                 else:
-                    outs = exe.run(feeds)
+                    outs = exe.run({k: _host(v) for k, v in feeds.items()})
                     outs = {v.name: outs[v.name] for v in part.outputs}
             if req.timings is not None:
                 with req.lock:
@@ -175,11 +205,16 @@ class DagExecutor:
 
     def _finish(self, req: Request):
         out = {}
-        for v in self.graph.outputs:
-            if v.is_constant:
-                out[v.name] = v.data
-            else:
-                out[v.name] = req.values[v.name]
+        try:
+            for v in self.graph.outputs:
+                if v.is_constant:
+                    out[v.name] = v.data
+                else:
+                    out[v.name] = _host(req.values[v.name])
+        except Exception as e:  # noqa: BLE001 - reading a held output back can fail (a lost node)
+            part = next(p for p in self.parts if any(o.name == v.name for o in p.outputs))
+            self._fail(req, part, e)
+            return
         req.values = {}
         req.future.set_result(out)
 
