@@ -42,7 +42,7 @@ def load(path, *, threads: int | None = None) -> Executable:
 def compile(model, backend: str | None = None, *, native: str | None = None,
             threads: int | None = None, devices=None, optimize: bool = True, pins=None, bans=None,
             strict: bool = False, objective: str = "latency", progress=None,
-            options: dict | None = None, cache: bool = False) -> Executable:
+            options: dict | None = None, cache: bool = False, replicas: int = 1) -> Executable:
     """Compile a model (Graph, ModelProto or path) for a backend; returns an executable.
 
     `cache=True`: open the executable an earlier compile of the same model file with the same
@@ -60,18 +60,20 @@ def compile(model, backend: str | None = None, *, native: str | None = None,
     the partitions together (`.placement` says what runs where and why). `pins` ({node name, op
     or glob: device}), `bans` ({pattern: device or [devices]}), `strict` (error instead of
     falling back from the first device) and `objective` ("latency" or "throughput") steer it.
+    `replicas=N` (with `devices=`) compiles N copies behind one load-balanced `submit`; with ray
+    devices ("ray:cpu", "ray:cpu/NODE_RESOURCE"; docs/distributed.md) each copy has its own actors.
 
     `progress`, a callable, is called with each phase's name as it starts: "optimise", "lower",
     "compile" (for `devices=`, one "partition" phase); the CLI draws these on a terminal.
     """
     return compile_imported(model, None, backend, native=native, threads=threads, devices=devices,
                             optimize=optimize, pins=pins, bans=bans, strict=strict, objective=objective,
-                            progress=progress, options=options, cache=cache)
+                            progress=progress, options=options, cache=cache, replicas=replicas)
 
 
 def compile_imported(model, graph: Graph | None, backend: str | None = None, *, native=None, threads=None,
                      devices=None, optimize=True, pins=None, bans=None, strict=False, objective="latency",
-                     progress=None, options=None, cache=False) -> Executable:
+                     progress=None, options=None, cache=False, replicas=1) -> Executable:
     """`compile`, where `graph` (if not None) is `model` already imported (`glow run` has it for
     its inputs): a miss of the executable cache, keyed by `model`, does not import it again."""
     key = None
@@ -93,7 +95,7 @@ def compile_imported(model, graph: Graph | None, backend: str | None = None, *, 
     with internal_errors(what), compiling():  # a non-GlowError from here on is a glow bug
         exe = _compile(graph, backend, native=native, threads=threads, devices=devices,
                        optimize=optimize, pins=pins, bans=bans, strict=strict, objective=objective,
-                       phase=progress or (lambda name: None), options=options or {})
+                       phase=progress or (lambda name: None), options=options or {}, replicas=replicas)
         if key is not None:
             compile_cache.store(key, exe)
     return exe
@@ -111,7 +113,7 @@ def _warm_up(backend: str | None) -> None:
 
 
 def _compile(graph, backend, *, native, threads, devices, optimize, pins, bans, strict,
-             objective, phase, options) -> Executable:
+             objective, phase, options, replicas=1) -> Executable:
     if native not in (None, "floor", "all"):
         raise BackendError(f"unknown --native set '{native}' (expected 'floor' or 'all')")
     if devices:
@@ -124,7 +126,9 @@ def _compile(graph, backend, *, native, threads, devices, optimize, pins, bans, 
         phase("partition")
         return compile_partitioned(graph, devices, pins=pins, bans=bans, strict=strict,
                                    objective=objective, native=native, threads=threads,
-                                   optimize=optimize)
+                                   optimize=optimize, replicas=replicas)
+    if replicas != 1:
+        raise BackendError("replicas= applies to devices=[...] (e.g. devices=['ray:cpu'], replicas=2)")
     if pins or bans or strict:
         raise BackendError("pins, bans and strict apply to multi-device compilation (devices=[...])")
     reg = registry()

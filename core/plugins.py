@@ -296,9 +296,10 @@ def logical_device_from_entry(entry: dict, base: Device) -> Device:
     if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= 4096:
         raise GlowError(f"plugins.toml: logical device '{name}': threads must be a whole number from 1 "
                         "to 4096")
-    us = entry.get("launch_us", 0)
-    if isinstance(us, bool) or not isinstance(us, (int, float)) or not 0 <= us < float("inf"):
-        raise GlowError(f"plugins.toml: logical device '{name}': launch_us must be a number >= 0")
+    for key in ("launch_us", "latency_us"):  # a node's fixed cost; a link's, per transfer leg
+        us = entry.get(key, 0)
+        if isinstance(us, bool) or not isinstance(us, (int, float)) or not 0 <= us < float("inf"):
+            raise GlowError(f"plugins.toml: logical device '{name}': {key} must be a number >= 0")
     known = _DEVICE_KEYS | {"name", "backend", "memory_mb", "ops"}
     extra = {**base.extra, **{k: v for k, v in entry.items() if k not in known}}
     return replace(base, name=name, extra={**extra, "logical": True}, **fields)

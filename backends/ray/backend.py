@@ -7,7 +7,8 @@ A ray device names the backend its node runs and, optionally, where it may run:
                             the node was started with, `ray start --resources='{"node_a": 1}'`,
                             or Ray's own `node:<ip>`); several names: ray:cpu/gpu_box/rack2
     [[devices]] backend = "ray" in plugins.toml, with remote_backend = "cpu", resources = {...},
-                            num_cpus, memory_mb, transfer_gbs, latency_us, timeout_s, ...
+                            num_cpus, num_gpus, memory_mb, transfer_gbs, latency_us, timeout_s,
+                            compile_timeout_s, max_restarts, runtime_env (Ray's: env_vars, pip, ...)
 
 Placement happens in the calling process, with the named backend's own support predicate (so that
 backend must be installed here too); each node then optimises nothing again: it lowers and compiles
@@ -100,6 +101,8 @@ def _check_extras(device: Device):
     for key in ("timeout_s", "compile_timeout_s", "latency_us"):
         if key in ex and not (_positive(ex[key]) or (key == "latency_us" and ex[key] == 0)):
             raise BackendError(f"{where}: {key} must be a positive number, got {ex[key]!r}")
+    if not isinstance(ex.get("runtime_env", {}), dict):
+        raise BackendError(f"{where}: runtime_env must be a table (Ray's runtime_env: env_vars, pip, ...)")
     r = ex.get("max_restarts", 3)
     if isinstance(r, bool) or not isinstance(r, int) or r < -1:
         raise BackendError(f"{where}: max_restarts must be a whole number >= -1 (-1: no limit), got {r!r}")

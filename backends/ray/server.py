@@ -142,6 +142,7 @@ class Server:
         self.actor = actor_class().options(
             num_cpus=self.num_cpus, num_gpus=self.num_gpus, resources=self.resources or None,
             max_restarts=self.max_restarts, max_task_retries=0, max_concurrency=1,
+            runtime_env=ex.get("runtime_env") or None,
         ).remote(self.label, ex["remote_backend"], threads, optimize)
         self._ready = self.actor.ready.remote(self._box)
         self.info: dict = {}

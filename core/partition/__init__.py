@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from .cut import Partition, Transfer
+from ..errors import GlowError
 from .devices import PartitionError, Target, parse_size, resolve_devices
 from .placement import OBJECTIVES, Placement, place
 
@@ -29,16 +30,20 @@ def partition(model, devices, *, pins=None, bans=None, strict: bool = False, obj
 def compile_partitioned(model, devices, *, pins=None, bans=None, strict: bool = False,
                         objective: str = "latency", native: str | None = None,
                         threads: int | None = None, optimize: bool = True, calibrate: dict | None = None,
-                        calibration_rounds: int = 1):
+                        calibration_rounds: int = 1, replicas: int = 1):
     """Partition, compile every partition for its device, and return one executable.
 
     `calibrate={input: array}`: time each partition on these inputs, correct the cost estimates
-    by what was measured and place again (calibrate.py), `calibration_rounds` times."""
+    by what was measured and place again (calibrate.py), `calibration_rounds` times.
+    `replicas=N`: N copies of the placed model, each with its own executables (on ray devices, its
+    own actors), behind one load-balanced `submit` (runtime.ReplicatedExecutable)."""
     from ..interpreter import check_inputs
-    from ..runtime import PartitionedExecutable
+    from ..runtime import PartitionedExecutable, ReplicatedExecutable
     from .calibrate import measure_partitions, time_scale
     from .compile import compile_partitions
 
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 1024:
+        raise GlowError(f"replicas must be a whole number from 1 to 1024, got {replicas!r}")
     placement = partition(model, devices, pins=pins, bans=bans, strict=strict, objective=objective,
                           native=native, optimize=optimize)
     exes = compile_partitions(placement.partitions, threads=threads, optimize=optimize)
@@ -54,7 +59,13 @@ def compile_partitioned(model, devices, *, pins=None, bans=None, strict: bool = 
             if not moved:
                 break
             exes = compile_partitions(placement.partitions, threads=threads, optimize=optimize)
-    return PartitionedExecutable(placement, exes)
+    if replicas == 1:
+        return PartitionedExecutable(placement, exes)
+    copies = [PartitionedExecutable(placement, exes)]
+    copies += [PartitionedExecutable(placement, compile_partitions(placement.partitions, threads=threads,
+                                                                   optimize=optimize))
+               for _ in range(replicas - 1)]
+    return ReplicatedExecutable(copies)
 
 
 __all__ = ["OBJECTIVES", "Partition", "PartitionError", "Placement", "Target", "Transfer",
