@@ -12,16 +12,15 @@ import sys
 import threading
 import time
 
+import glow
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
-
-import glow
 from glow.errors import BackendError, GlowError
 from glow.runtime import PartitionRunError
 from glow.testing import nlp_models
 from glow.testing.models import light_models
+from onnx import TensorProto, helper
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
 

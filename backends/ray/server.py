@@ -65,7 +65,6 @@ class PartitionServer:
         self.exes = []
         try:
             import ray
-
             from glow.partition.compile import compile_for_device
             from glow.partition.devices import Target
             from glow.plugins import registry
@@ -271,7 +270,8 @@ def fetch(ref, device) -> object:
     try:
         return ray.get(ref, timeout=timeout)
     except ray.exceptions.GetTimeoutError:
-        raise RemoteDeviceError(f"ray device '{device.name}': an output was not readable within {timeout:g} s") from None
+        raise RemoteDeviceError(f"ray device '{device.name}': an output was not readable within "
+                                f"{timeout:g} s") from None
     except (ray.exceptions.ObjectLostError, ray.exceptions.RayActorError) as e:
         raise RemoteDeviceError(f"ray device '{device.name}': an output was lost ({_first_line(e)})") from None
 

@@ -7,8 +7,8 @@
 
 from __future__ import annotations
 
-from .cut import Partition, Transfer
 from ..errors import GlowError
+from .cut import Partition, Transfer
 from .devices import PartitionError, Target, parse_size, resolve_devices
 from .placement import OBJECTIVES, Placement, place
 
