@@ -276,6 +276,31 @@ def test_unknown_resource_fails_at_once(cluster):
     assert time.monotonic() - t0 < 10
 
 
+def test_busy_node_is_said_and_close_frees_it(cluster, tmp_path, monkeypatch):
+    """An actor Ray cannot place now (its node's CPUs are held) is an error after the start
+    timeout, not a wait without end; closing the executable that holds them frees them."""
+    from glow.backends.ray import server
+    from glow.plugins import add_device_config
+
+    monkeypatch.setattr(server, "START_TIMEOUT_S", 3.0)
+    cfg = tmp_path / "devices.toml"
+    cfg.write_text('[[devices]]\nname = "greedy"\nbackend = "ray"\nresources = {node_a = 0.001}\nnum_cpus = 2\n')
+    add_device_config(str(cfg))
+    m = _slow_model(8, 1)
+    x = {"x": np.ones((64, 8), np.float32)}
+    holder = glow.compile(m, devices=["greedy"])  # both of node_a's CPUs
+    holder.run(x)
+    with pytest.raises(GlowError, match=r"ray device 'ray:cpu/node_a': its actor did not start within 3 s: the "
+                                        r"nodes that offer CPU=1, node_a=0.001 have none of it free"):
+        glow.compile(m, devices=["ray:cpu/node_a"])
+    holder.close()
+    exe = glow.compile(m, devices=["ray:cpu/node_a"])
+    try:
+        _close(exe.run(x), glow.compile(m, "cpu").run(x))
+    finally:
+        exe.close()
+
+
 def test_compile_error_on_the_node_is_said(cluster, tmp_path):
     """A partition the node cannot compile (here: its environment asks for an instruction-set
     level that does not exist) is an error naming the device, from glow.compile: no hang, no

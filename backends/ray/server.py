@@ -1,13 +1,15 @@
 """One ray device: its actor (on the node), the handle this process keeps, and its executables.
 
-The actor is made with its partitions' graphs as constructor arguments and compiles them as it
-starts, so when Ray restarts a dead actor (`max_restarts`, default 3) it comes back compiled, with
-no help from this process. Requests in flight when it died fail (`max_task_retries=0`: a request
-is never run twice behind the caller's back); later ones wait in Ray's queue for the restart.
+The graphs go into Ray's object store once; every call to the actor carries the reference, and
+its first call compiles them on the node. When Ray restarts a dead actor (`max_restarts`,
+default 3), the new one compiles again on its first call, with no help from this process. A
+request the actor held when it died fails (`max_task_retries=0`: a request is never run twice
+behind the caller's back); one sent after that failure waits for the restart and goes again.
 
-Every wait here has a timeout (`timeout_s`, default 60 s a request; `compile_timeout_s`, default
-600 s for the start). A failure is a `RemoteDeviceError` naming the device; when no live node
-offers what the device asks for any more, the error says that the placement no longer fits.
+Every wait here has a timeout: `timeout_s` (default 60 s) a request, 60 s for the actor to
+start, `compile_timeout_s` (default 600 s) for its compile. A failure is a `RemoteDeviceError`
+naming the device; when no live node offers what the device asks for any more, the error says
+that the placement no longer fits.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ class _Restarting(Exception):
 
 #: Seconds between tries of a request that found its actor restarting.
 RETRY_S = 0.2
+#: Longest wait for a new actor to exist (placed on a node, its process started), before its
+#: compile: an actor Ray cannot place stays pending without a word, so this says why instead.
+START_TIMEOUT_S = 60.0
 
 
 def ensure_ray():
@@ -143,6 +148,7 @@ class Server:
             max_restarts=self.max_restarts, max_task_retries=0, max_concurrency=1,
             runtime_env=ex.get("runtime_env") or None,
         ).remote(self.label, ex["remote_backend"], threads, optimize)
+        self._started = self.actor.echo.remote(None)  # answered as soon as the actor exists
         self._ready = self.actor.ready.remote(self._box)
         self.info: dict = {}
         self.requests = 0
@@ -151,6 +157,14 @@ class Server:
 
     # -- start ---------------------------------------------------------------------------------
     def executables(self, graphs: list) -> list[Executable]:
+        ray = ensure_ray()
+        done, _ = ray.wait([self._started], timeout=min(START_TIMEOUT_S, self.compile_timeout))
+        if not done:  # Ray keeps an actor it cannot place pending: say so instead of waiting on
+            self.close()
+            why = self.missing() or (f"the nodes that offer {_fmt(self.need())} have none of it free (other "
+                                     "actors or tasks hold it)")
+            raise RemoteDeviceError(f"ray device '{self.label}': its actor did not start within "
+                                    f"{min(START_TIMEOUT_S, self.compile_timeout):g} s: {why}")
         error, self.info = self.wait(self._ready, self.compile_timeout, "compiling its partitions")
         if error is not None:
             name, msg, is_glow = error
@@ -232,14 +246,19 @@ class Server:
             raise RemoteDeviceError(f"ray device '{self.label}': a tensor was lost while {doing} "
                                     f"({_first_line(e)})") from None
 
-    def missing(self) -> str:
-        """Why no live node can host this device ("" when one can)."""
-        ray = ensure_ray()
+    def need(self) -> dict:
+        """Everything the actor reserves on its node."""
         need = dict(self.resources)
         if self.num_cpus:
             need["CPU"] = need.get("CPU", 0) + self.num_cpus
         if self.num_gpus:
             need["GPU"] = need.get("GPU", 0) + self.num_gpus
+        return need
+
+    def missing(self) -> str:
+        """Why no live node can host this device ("" when one can)."""
+        ray = ensure_ray()
+        need = self.need()
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         if any(all(n.get("Resources", {}).get(k, 0) >= v for k, v in need.items()) for n in nodes):
             return ""
@@ -252,6 +271,16 @@ class Server:
     def kill(self, no_restart: bool = False):
         """Kill the actor (tests and fault drills); Ray restarts it unless `no_restart`."""
         ensure_ray().kill(self.actor, no_restart=no_restart)
+
+    def close(self):
+        """End the actor for good, releasing what it reserved on its node (executable.close)."""
+        import ray
+
+        if ray.is_initialized():
+            try:
+                ray.kill(self.actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone, or Ray shut down: nothing held
+                pass
 
 
 def _fmt(need: dict) -> str:
@@ -294,6 +323,9 @@ class RemoteExecutable(Executable):
     def _run(self, feeds: dict) -> dict:
         refs = self.run_device(feeds)
         return {n: self.server.wait(r, self.server.timeout, "reading an output") for n, r in refs.items()}
+
+    def close(self):
+        self.server.close()
 
     @property
     def node(self) -> dict:

@@ -19,7 +19,7 @@ class PartitionedExecutable(Executable):
         self.executables = list(exes)
         self._executor = DagExecutor(placement.partitions, self.executables, placement.graph)
         # Stop the device threads when the executable is dropped (they hold no reference to it).
-        self._finalizer = weakref.finalize(self, self._executor.close)
+        self._finalizer = weakref.finalize(self, _close, self._executor, self.executables)
 
     def _run(self, feeds: dict) -> dict:
         return self._executor.submit(feeds).result()
@@ -66,3 +66,13 @@ class PartitionedExecutable(Executable):
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _close(executor, exes):
+    """Stop the device threads, then release what the executables hold elsewhere (a ray
+    device's actor and the resources it reserved on its node)."""
+    executor.close()
+    for e in exes:
+        close = getattr(e, "close", None)
+        if close is not None:
+            close()
