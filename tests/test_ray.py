@@ -268,6 +268,57 @@ def test_actor_killed_mid_run(cluster):
         exe.close()
 
 
+def test_measured_link_prices_the_transfers(cluster, tmp_path):
+    from glow.partition import partition
+    from glow.plugins import add_device_config
+
+    cfg = tmp_path / "devices.toml"
+    cfg.write_text('[[devices]]\nname = "mb"\nbackend = "ray"\nresources = {node_b = 0.001}\n'
+                   'memory_mb = 1\nmeasure_link = true\n'
+                   '[[devices]]\nname = "gone"\nbackend = "ray"\nresources = {node_z = 0.001}\nmeasure_link = true\n')
+    add_device_config(str(cfg))
+    pl = partition(_slow_model(256, 4), ["a=ray:cpu/node_a@1MiB", "mb"])
+    dev = pl.targets[1].device
+    fig = dev.extra["measured_link"]
+    assert dev.transfer_gbs == fig["transfer_gbs"] > 0 and dev.extra["latency_us"] == fig["latency_us"] >= 0
+    assert fig["round_trip_large_ms"] > fig["round_trip_small_ms"] > 0
+    with pytest.raises(GlowError, match="ray device 'gone': cannot measure its link: no live node"):
+        partition(_slow_model(8, 1), ["gone"])
+
+
+def test_replica_that_fails_is_passed_over(cluster):
+    """Two copies; one's actor is killed mid-run: the request it held fails, naming the device,
+    the other copy takes the traffic meanwhile, and every later request succeeds."""
+    m = _slow_model()
+    rng = np.random.default_rng(6)
+    feeds = [{"x": rng.standard_normal((64, 1024)).astype(np.float32)} for _ in range(4)]
+    ref = glow.compile(m, "cpu")
+    want = [ref.run(f) for f in feeds]
+    exe = glow.compile(m, devices=["ray:cpu"], replicas=2)
+    try:
+        victim = exe.replicas[0].executables[0].server
+        futures = [exe.submit(f) for f in feeds * 3]
+        deadline = time.monotonic() + TIMEOUT_S
+        while victim.requests < 1 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        victim.kill()
+        failed = []
+        for i, f in enumerate(futures):
+            try:
+                _close(f.result(timeout=5 * TIMEOUT_S), want[i % 4])
+            except PartitionRunError as e:
+                failed.append(str(e))
+        assert 1 <= len(failed) <= 2 and all("its actor died or restarted while it held this request" in e
+                                             for e in failed), failed
+        later = [exe.submit(f) for f in feeds * 2]
+        for i, f in enumerate(later):
+            _close(f.result(timeout=5 * TIMEOUT_S), want[i % 4])
+        stats = exe.stats
+        assert stats["failed"][0] == len(failed) and stats["failed"][1] == 0, stats
+    finally:
+        exe.close()
+
+
 def test_unknown_resource_fails_at_once(cluster):
     t0 = time.monotonic()
     with pytest.raises(GlowError, match=r"ray device 'ray:cpu/node_z': no live node of the Ray cluster "

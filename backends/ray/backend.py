@@ -8,7 +8,8 @@ A ray device names the backend its node runs and, optionally, where it may run:
                             or Ray's own `node:<ip>`); several names: ray:cpu/gpu_box/rack2
     [[devices]] backend = "ray" in plugins.toml, with remote_backend = "cpu", resources = {...},
                             num_cpus, num_gpus, memory_mb, transfer_gbs, latency_us, timeout_s,
-                            compile_timeout_s, max_restarts, runtime_env (Ray's: env_vars, pip, ...)
+                            compile_timeout_s, max_restarts, runtime_env (Ray's: env_vars, pip, ...),
+                            measure_link (true: latency_us and transfer_gbs measured, link.py)
 
 Placement happens in the calling process, with the named backend's own support predicate (so that
 backend must be installed here too); each node then optimises nothing again: it lowers and compiles
@@ -48,6 +49,9 @@ class RayBackend(Backend):
     def devices(self) -> list[Device]:
         return [remote_device("cpu")]
 
+    def native_ops(self) -> list[str]:
+        return []  # a ray device runs what its named backend runs (RemoteBackend.native_ops)
+
     def find_device(self, name: str) -> Device | None:
         backend, *selectors = name.split("/")
         if not backend or any(not s for s in selectors):
@@ -73,6 +77,12 @@ class RayBackend(Backend):
         device = replace(device, peak_gflops=device.peak_gflops or base.peak_gflops,
                          mem_bandwidth_gbs=device.mem_bandwidth_gbs or base.mem_bandwidth_gbs)
         _check_extras(device)
+        if device.extra.get("measure_link"):  # the link's figures, measured now, win over configured ones
+            from .link import measure
+
+            fig = measure(device, device.name)
+            device = replace(device, transfer_gbs=fig["transfer_gbs"],
+                             extra={**device.extra, "latency_us": fig["latency_us"], "measured_link": fig})
         return RemoteBackend(inner, device), device
 
     def compile(self, graph, options):
@@ -103,6 +113,8 @@ def _check_extras(device: Device):
             raise BackendError(f"{where}: {key} must be a positive number, got {ex[key]!r}")
     if not isinstance(ex.get("runtime_env", {}), dict):
         raise BackendError(f"{where}: runtime_env must be a table (Ray's runtime_env: env_vars, pip, ...)")
+    if not isinstance(ex.get("measure_link", False), bool):
+        raise BackendError(f"{where}: measure_link must be true or false, got {ex['measure_link']!r}")
     r = ex.get("max_restarts", 3)
     if isinstance(r, bool) or not isinstance(r, int) or r < -1:
         raise BackendError(f"{where}: max_restarts must be a whole number >= -1 (-1: no limit), got {r!r}")

@@ -5,7 +5,8 @@
 
 A bare actor on the device's node echoes tensors of two sizes; a round trip takes two legs of
 latency and bytes / bandwidth each, so the two medians give both figures. Put them in the
-device's plugins.toml entry (or use a calibrated compile) so that the partitioner prices the link.
+device's plugins.toml entry, or set `measure_link = true` there to measure it each time the
+device is resolved (an actor starts on the node for it: a second or two).
 """
 
 from __future__ import annotations
@@ -18,19 +19,33 @@ import numpy as np
 def measure_link(device, *, small: int = 1 << 10, large: int = 8 << 20, rounds: int = 7) -> dict:
     """Median round trips of `small` and `large` bytes to an actor of `device` (a spec such as
     "ray:cpu/node_a" or a logical device's name), as one leg's latency and bandwidth."""
+    from glow.errors import GlowError
     from glow.partition.devices import resolve_devices
-
-    from .server import actor_class, ensure_ray
 
     target = resolve_devices([device])[0]
     if not hasattr(target.backend, "compile_remote"):
-        raise ValueError(f"'{device}' is not a ray device")
+        raise GlowError(f"'{device}' is not a ray device")
+    return measure(target.device, target.name, small=small, large=large, rounds=rounds)
+
+
+def measure(device, label: str, *, small: int = 1 << 10, large: int = 8 << 20, rounds: int = 7) -> dict:
+    """`measure_link` of a ray Device (what `measure_link = true` in its plugins.toml entry runs)."""
+    from .server import START_TIMEOUT_S, RemoteDeviceError, actor_class, ensure_ray, unplaceable
+
     ray = ensure_ray()
-    ex = target.device.extra
-    actor = actor_class().options(num_cpus=ex.get("num_cpus", 1), resources=ex.get("resources") or None,
-                                  max_restarts=0).remote(target.name, ex["remote_backend"], 1, True)
+    ex = device.extra
+    need = {**(ex.get("resources") or {}), "CPU": ex.get("num_cpus", 1)}
+    why = unplaceable(need)
+    if why:
+        raise RemoteDeviceError(f"ray device '{label}': cannot measure its link: {why}")
+    actor = actor_class().options(num_cpus=need["CPU"], resources=ex.get("resources") or None,
+                                  max_restarts=0).remote(label, ex["remote_backend"], 1, True)
     try:
-        ray.get(actor.echo.remote(np.zeros(1, np.uint8)), timeout=float(ex.get("compile_timeout_s", 600)))
+        try:
+            ray.get(actor.echo.remote(np.zeros(1, np.uint8)), timeout=START_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            raise RemoteDeviceError(f"ray device '{label}': cannot measure its link: its actor did not start "
+                                    f"within {START_TIMEOUT_S:g} s (the nodes that offer it are busy?)") from None
 
         def trip(nbytes: int) -> float:
             times = []
@@ -46,5 +61,5 @@ def measure_link(device, *, small: int = 1 << 10, large: int = 8 << 20, rounds: 
         ray.kill(actor)
     per_byte = max(t_large - t_small, 1e-9) / (2 * (large - small))
     latency = max(t_small / 2 - small * per_byte, 0.0)
-    return {"device": target.name, "latency_us": latency * 1e6, "transfer_gbs": 1e-9 / per_byte,
+    return {"device": label, "latency_us": latency * 1e6, "transfer_gbs": 1e-9 / per_byte,
             "round_trip_small_ms": t_small * 1e3, "round_trip_large_ms": t_large * 1e3}

@@ -257,16 +257,7 @@ class Server:
 
     def missing(self) -> str:
         """Why no live node can host this device ("" when one can)."""
-        ray = ensure_ray()
-        need = self.need()
-        nodes = [n for n in ray.nodes() if n.get("Alive")]
-        if any(all(n.get("Resources", {}).get(k, 0) >= v for k, v in need.items()) for n in nodes):
-            return ""
-        offered = sorted({k for n in nodes for k in n.get("Resources", {})
-                          if not k.startswith(("node:", "memory", "object_store_memory"))})
-        return (f"no live node of the Ray cluster offers what it asks for ({_fmt(need)}; the {len(nodes)} "
-                f"live node(s) offer {', '.join(offered) or 'nothing'}): the placement no longer fits, "
-                "compile again for the devices there are")
+        return unplaceable(self.need())
 
     def kill(self, no_restart: bool = False):
         """Kill the actor (tests and fault drills); Ray restarts it unless `no_restart`."""
@@ -281,6 +272,19 @@ class Server:
                 ray.kill(self.actor, no_restart=True)
             except Exception:  # noqa: BLE001 - already gone, or Ray shut down: nothing held
                 pass
+
+
+def unplaceable(need: dict) -> str:
+    """Why no live node of the cluster offers `need` (resource -> amount), "" when one does."""
+    ray = ensure_ray()
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    if any(all(n.get("Resources", {}).get(k, 0) >= v for k, v in need.items()) for n in nodes):
+        return ""
+    offered = sorted({k for n in nodes for k in n.get("Resources", {})
+                      if not k.startswith(("node:", "memory", "object_store_memory"))})
+    return (f"no live node of the Ray cluster offers what it asks for ({_fmt(need)}; the {len(nodes)} "
+            f"live node(s) offer {', '.join(offered) or 'nothing'}): the placement no longer fits, "
+            "compile again for the devices there are")
 
 
 def _fmt(need: dict) -> str:
