@@ -129,7 +129,7 @@ class OpDef:
 
     def __reduce__(self):
         # Pickled by name: an op's rules are code, found again in the registry of the process
-        # that unpickles (a graph sent to a remote device, glow.distributed).
+        # that unpickles (a graph sent to a remote device, glow.backends.ray).
         return get_op, (self.name, self.domain)
 
     def __post_init__(self):
