@@ -39,8 +39,9 @@ def _images(n, seed=0):
     return [{"gpu_0/data_0": rng.standard_normal(x0.shape).astype(np.float32)} for _ in range(n)]
 
 
-def _slow_model(n=1024, depth=6):
-    """A chain of n x n MatMuls (tens of ms on one core): a request long enough to kill mid-run."""
+def _slow_model(n=1024, depth=6, rows=64):
+    """A chain of n x n MatMuls on rows x n (defaults: about 10 ms on one core; rows=512: tens of
+    ms, a request long enough to be killed mid-run)."""
     rng = np.random.default_rng(3)
     inits, nodes, x = [], [], "x"
     for i in range(depth):
@@ -49,8 +50,8 @@ def _slow_model(n=1024, depth=6):
         nodes.append(helper.make_node("MatMul", [x, f"w{i}"], [f"h{i}"]))
         x = f"h{i}"
     nodes.append(helper.make_node("Identity", [x], ["y"]))
-    g = helper.make_graph(nodes, "slow", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, n])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, n])], inits)
+    g = helper.make_graph(nodes, "slow", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, n])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, n])], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -236,9 +237,9 @@ def test_many_clients_pipelined_and_replicated(cluster):
 
 def test_actor_killed_mid_run(cluster):
     """The request the actor held fails naming the device; later ones wait for Ray's restart."""
-    m = _slow_model()
+    m = _slow_model(rows=512)
     rng = np.random.default_rng(4)
-    feeds = [{"x": rng.standard_normal((64, 1024)).astype(np.float32)} for _ in range(4)]
+    feeds = [{"x": rng.standard_normal((512, 1024)).astype(np.float32)} for _ in range(4)]
     ref = glow.compile(m, "cpu")
     want = [ref.run(f) for f in feeds]
     exe = glow.compile(m, devices=["a=ray:cpu/node_a"])
@@ -289,9 +290,9 @@ def test_measured_link_prices_the_transfers(cluster, tmp_path):
 def test_replica_that_fails_is_passed_over(cluster):
     """Two copies; one's actor is killed mid-run: the request it held fails, naming the device,
     the other copy takes the traffic meanwhile, and every later request succeeds."""
-    m = _slow_model()
+    m = _slow_model(rows=512)
     rng = np.random.default_rng(6)
-    feeds = [{"x": rng.standard_normal((64, 1024)).astype(np.float32)} for _ in range(4)]
+    feeds = [{"x": rng.standard_normal((512, 1024)).astype(np.float32)} for _ in range(4)]
     ref = glow.compile(m, "cpu")
     want = [ref.run(f) for f in feeds]
     exe = glow.compile(m, devices=["ray:cpu"], replicas=2)

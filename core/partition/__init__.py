@@ -40,13 +40,18 @@ def compile_partitioned(model, devices, *, pins=None, bans=None, strict: bool = 
     from ..interpreter import check_inputs
     from ..runtime import PartitionedExecutable, ReplicatedExecutable
     from .calibrate import measure_partitions, time_scale
-    from .compile import compile_partitions
+    from .compile import compile_partitions, start_partitions
 
     if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 1024:
         raise GlowError(f"replicas must be a whole number from 1 to 1024, got {replicas!r}")
     placement = partition(model, devices, pins=pins, bans=bans, strict=strict, objective=objective,
                           native=native, optimize=optimize)
-    exes = compile_partitions(placement.partitions, threads=threads, optimize=optimize)
+    first = start_partitions(placement.partitions, threads=threads, optimize=optimize)
+    # Copies of the model start their remote compiles before any is waited for, so N copies
+    # take about one's time (after calibration, which may move nodes, they start then instead).
+    pending = [start_partitions(placement.partitions, threads=threads, optimize=optimize)
+               for _ in range(replicas - 1)] if calibrate is None else []
+    exes = first()
     if calibrate is not None:
         feeds = check_inputs(placement.graph, calibrate)
         for _ in range(calibration_rounds):
@@ -61,11 +66,11 @@ def compile_partitioned(model, devices, *, pins=None, bans=None, strict: bool = 
             exes = compile_partitions(placement.partitions, threads=threads, optimize=optimize)
     if replicas == 1:
         return PartitionedExecutable(placement, exes)
-    copies = [PartitionedExecutable(placement, exes)]
-    copies += [PartitionedExecutable(placement, compile_partitions(placement.partitions, threads=threads,
-                                                                   optimize=optimize))
-               for _ in range(replicas - 1)]
-    return ReplicatedExecutable(copies)
+    if calibrate is not None:
+        pending = [start_partitions(placement.partitions, threads=threads, optimize=optimize)
+                   for _ in range(replicas - 1)]
+    return ReplicatedExecutable([PartitionedExecutable(placement, exes)]
+                                + [PartitionedExecutable(placement, finish()) for finish in pending])
 
 
 __all__ = ["OBJECTIVES", "Partition", "PartitionError", "Placement", "Target", "Transfer",

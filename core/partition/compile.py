@@ -7,6 +7,8 @@ transforms, clean-up, lowering again, fusion, and the backend's compile.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..backend import CompileOptions, Executable
 from ..flow import backend_graph, compile_lowered, lower_for_backend
 from ..graph import Graph
@@ -32,6 +34,14 @@ def compile_partitions(parts: list[Partition], *, threads: int | None = None,
     """Every partition's executable. A device whose backend has `compile_remote(target, parts,
     threads=, optimize=) -> wait` (a ray device: glow.backends.ray) compiles all its partitions
     itself, on its node; those start first, so they compile while this process does the rest."""
+    return start_partitions(parts, threads=threads, optimize=optimize)()
+
+
+def start_partitions(parts: list[Partition], *, threads: int | None = None,
+                     optimize: bool = True) -> Callable[[], list[Executable]]:
+    """`compile_partitions` in two halves: start the remote compiles and do the local ones now;
+    the callable returned waits for the remote ones. Copies of a model (replicas) start all
+    their remote compiles before waiting for any."""
     for p in parts:  # every device's one-time set-up overlaps the partitions compiled before it
         p.target.backend.warm_up(p.target.device)
     remote: dict[str, list[int]] = {}
@@ -45,6 +55,9 @@ def compile_partitions(parts: list[Partition], *, threads: int | None = None,
     for k, p in enumerate(parts):
         if p.target.name not in remote:
             exes[k] = compile_for_device(p.graph, p.target, threads=threads, optimize=optimize)
-    for ks, wait in started:
-        exes.update(zip(ks, wait()))
-    return [exes[k] for k in range(len(parts))]
+
+    def finish() -> list[Executable]:
+        for ks, wait in started:
+            exes.update(zip(ks, wait()))
+        return [exes[k] for k in range(len(parts))]
+    return finish

@@ -64,9 +64,11 @@ def to_text(pl) -> str:
         cap = "no cap" if t.memory_bytes is None else f"cap {fmt_bytes(t.memory_bytes)}"
         ops = "" if t.device.supported_ops is None else f"  ops {'/'.join(sorted(t.device.supported_ops))}"
         full = "  FULL" if t.memory_bytes and u["total"] > 0.9 * t.memory_bytes else ""
+        lat = t.device.extra.get("latency_us")  # a link with latency of its own: a remote device's
+        link = f"  link {t.device.transfer_gbs:.3g} GB/s + {lat:.0f} us" if lat else ""
         lines.append(f"  {t.name:<10} {t.device.backend:<10} {cap:<16} uses {fmt_bytes(u['total'])}{full} "
                      f"(weights {fmt_bytes(u['weights'])} + activations {fmt_bytes(u['activations'])})"
-                     f"  partitions {','.join(f'p{i}' for i in u['partitions']) or '-'}{ops}")
+                     f"  partitions {','.join(f'p{i}' for i in u['partitions']) or '-'}{ops}{link}")
     lines += ["", "partitions:"]
     for p in pl.partitions:
         ops = ", ".join(f"{op} x{c}" if c > 1 else op for op, c in Counter(n.op.name for n in p.nodes).most_common(6))
