@@ -55,7 +55,7 @@ class RayBackend(Backend):
     def find_device(self, name: str) -> Device | None:
         backend, *selectors = name.split("/")
         if not backend or any(not s for s in selectors):
-            raise BackendError(f"ray device '{name}': expected ray:BACKEND or ray:BACKEND/RESOURCE[/RESOURCE...]")
+            raise BackendError(f"ray device 'ray:{name}': expected ray:BACKEND or ray:BACKEND/RESOURCE[/RESOURCE...]")
         return remote_device(backend, {s: SELECTOR_AMOUNT for s in selectors}, name)
 
     def bind(self, device: Device) -> tuple[Backend, Device]:

@@ -136,9 +136,9 @@ class Server:
         self.timeout = float(ex.get("timeout_s", DEFAULT_TIMEOUT_S))
         self.compile_timeout = float(ex.get("compile_timeout_s", DEFAULT_COMPILE_TIMEOUT_S))
         self.max_restarts = int(ex.get("max_restarts", 3))
-        lost = self.missing()
-        if lost:
-            raise RemoteDeviceError(f"ray device '{self.label}': {lost}")
+        why = unplaceable(self.need())
+        if why:
+            raise RemoteDeviceError(f"ray device '{self.label}': {why}")
         # The graphs go into the object store once; this process keeps the reference for as
         # long as the device lives, and each call passes it inside a list (Ray passes a nested
         # reference as it is), so a restarted actor can read them again to compile.
@@ -161,8 +161,8 @@ class Server:
         done, _ = ray.wait([self._started], timeout=min(START_TIMEOUT_S, self.compile_timeout))
         if not done:  # Ray keeps an actor it cannot place pending: say so instead of waiting on
             self.close()
-            why = self.missing() or (f"the nodes that offer {_fmt(self.need())} have none of it free (other "
-                                     "actors or tasks hold it)")
+            why = unplaceable(self.need()) or (f"the nodes that offer {_fmt(self.need())} have none of it free "
+                                               "(other actors or tasks hold it)")
             raise RemoteDeviceError(f"ray device '{self.label}': its actor did not start within "
                                     f"{min(START_TIMEOUT_S, self.compile_timeout):g} s: {why}")
         error, self.info = self.wait(self._ready, self.compile_timeout, "compiling its partitions")
@@ -256,8 +256,9 @@ class Server:
         return need
 
     def missing(self) -> str:
-        """Why no live node can host this device ("" when one can)."""
-        return unplaceable(self.need())
+        """Why no live node can host this device any more ("" when one can)."""
+        why = unplaceable(self.need())
+        return why + NO_LONGER_FITS if why else ""
 
     def kill(self, no_restart: bool = False):
         """Kill the actor (tests and fault drills); Ray restarts it unless `no_restart`."""
@@ -283,8 +284,11 @@ def unplaceable(need: dict) -> str:
     offered = sorted({k for n in nodes for k in n.get("Resources", {})
                       if not k.startswith(("node:", "memory", "object_store_memory"))})
     return (f"no live node of the Ray cluster offers what it asks for ({_fmt(need)}; the {len(nodes)} "
-            f"live node(s) offer {', '.join(offered) or 'nothing'}): the placement no longer fits, "
-            "compile again for the devices there are")
+            f"live node(s) offer {', '.join(offered) or 'nothing'})")
+
+
+#: Said after `unplaceable` once a device has run: its node left the cluster.
+NO_LONGER_FITS = ": the placement no longer fits, compile again for the devices there are"
 
 
 def _fmt(need: dict) -> str:
