@@ -153,6 +153,19 @@ def test_without_ray_the_rest_works():
     assert "ERR backend 'ray' is unavailable: needs the 'ray' package" in r.stdout
 
 
+def test_unreachable_cluster_address_is_said_at_once(tmp_path):
+    """A named cluster where nothing answers: exit 2 with one line within seconds (Ray itself
+    would retry for minutes)."""
+    env = dict(os.environ, GLOW_RAY_ADDRESS="127.0.0.1:1")
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "glow.cli", "run", "core/data/tiny_cnn.onnx", "--devices", "ray:cpu"],
+                       capture_output=True, text=True, timeout=120, env=env,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "glow: error: cannot reach the Ray cluster at 127.0.0.1:1" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and time.monotonic() - t0 < 60
+
+
 # -- on the cluster --------------------------------------------------------------------------------
 
 def test_resnet50_split_across_two_nodes(cluster):

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import platform
+import socket
+import tempfile
 import threading
 import time
 
@@ -34,6 +36,8 @@ class _Restarting(Exception):
     """The actor could not take a request: it is restarting (the request never ran)."""
 
 
+#: Longest wait for a TCP answer from a named cluster address before joining it.
+REACH_TIMEOUT_S = 5.0
 #: Seconds between tries of a request that found its actor restarting.
 RETRY_S = 0.2
 #: Longest wait for a new actor to exist (placed on a node, its process started), before its
@@ -43,13 +47,38 @@ START_TIMEOUT_S = 60.0
 
 def ensure_ray():
     """Ray, connected: to the cluster this process already joined (`ray.init(address=...)`), else
-    to $GLOW_RAY_ADDRESS or $RAY_ADDRESS, else to a new local Ray of this machine."""
+    to $GLOW_RAY_ADDRESS or $RAY_ADDRESS ("auto": the one `ray start` began on this machine), else
+    to a new local Ray of its own. Not Ray's own default, which joins whatever cluster a file in
+    /tmp/ray names and, when that one is gone, waits for it for minutes."""
     import ray
 
     if not ray.is_initialized():
-        ray.init(address=os.environ.get("GLOW_RAY_ADDRESS") or None, include_dashboard=False,
-                 log_to_driver=False, logging_level="ERROR")
+        address = os.environ.get("GLOW_RAY_ADDRESS") or os.environ.get("RAY_ADDRESS") or "local"
+        _check_reachable(address)
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     return ray
+
+
+def _check_reachable(address: str):
+    """A cluster address nothing answers at is a one-line error now, not minutes of Ray retrying."""
+    if address == "local":
+        return
+    target = address
+    if address == "auto":
+        try:
+            with open(os.path.join(tempfile.gettempdir(), "ray", "ray_current_cluster")) as f:
+                target = f.read().strip()
+        except OSError:
+            raise RemoteDeviceError("Ray address 'auto': no Ray cluster was started on this machine "
+                                    "(ray start --head), so there is none to join") from None
+    host, _, port = target.split("://", 1)[-1].rpartition(":")
+    if not port.isdigit():
+        return  # a form Ray knows and this check does not: Ray says what is wrong with it
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=REACH_TIMEOUT_S).close()
+    except OSError as e:
+        raise RemoteDeviceError(f"cannot reach the Ray cluster at {target} ({e}); is it running? "
+                                "(GLOW_RAY_ADDRESS or RAY_ADDRESS names it)") from None
 
 
 class PartitionServer:
@@ -245,6 +274,9 @@ class Server:
         except exc.ObjectLostError as e:
             raise RemoteDeviceError(f"ray device '{self.label}': a tensor was lost while {doing} "
                                     f"({_first_line(e)})") from None
+        except exc.RayError as e:  # e.g. a runtime_env that cannot be set up on the node
+            raise RemoteDeviceError(f"ray device '{self.label}': {type(e).__name__} while {doing}: "
+                                    f"{_first_line(e)}") from None
 
     def need(self) -> dict:
         """Everything the actor reserves on its node."""
