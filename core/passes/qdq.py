@@ -157,20 +157,30 @@ def _where_native(rb, node, probe, quantized, attrs=None):
     return [y] if y.type == node.outputs[0].type else None
 
 
+def _dq_operands(op, channels, axis: int = 0):
+    """(x's integer tensor, (x_scale, x_zero_point), (w, w_scale, w_zero_point)) when `op` reads
+    DQ(x) with per-tensor integer parameters and DQ(constant 8-bit w) with `channels` channels
+    along `axis`; else None."""
+    dx, dw = producer(op.inputs[0], "DequantizeLinear"), producer(op.inputs[1], "DequantizeLinear")
+    qx = None if dx is None else _int_params(dx)
+    if qx is None or dw is None or not isinstance(channels, int):
+        return None
+    wq = _weights(dw, channels, axis=axis)
+    return None if wq is None else (dx.inputs[0], qx, wq)
+
+
 @ISLANDS.rule("QuantizeLinear")
 def quantized_conv(ctx, rb, node, ins):
     found = _feeding(ctx, node, ins, "Conv")
     if found is None:
         return None
     conv, qy = found
-    dx, dw = producer(conv.inputs[0], "DequantizeLinear"), producer(conv.inputs[1], "DequantizeLinear")
-    qx = None if dx is None else _int_params(dx)
     m = conv.inputs[1].type.shape[0] if conv.inputs[1].type.shape else None
-    wq = None if dw is None or qx is None or not isinstance(m, int) else _weights(dw, m)
-    if wq is None:
+    operands = _dq_operands(conv, m)
+    if operands is None:
         return None
-    w, ws, wz = wq
-    ins_q = [dx.inputs[0], rb.constant(qx[0], "x_scale"), rb.constant(qx[1], "x_zero_point"),
+    x, qx, (w, ws, wz) = operands
+    ins_q = [x, rb.constant(qx[0], "x_scale"), rb.constant(qx[1], "x_zero_point"),
              rb.constant(w, "w"), rb.constant(ws, "w_scale"), rb.constant(wz, "w_zero_point"),
              rb.constant(qy[0], "y_scale"), rb.constant(qy[1], "y_zero_point")]
     if len(conv.inputs) > 2 and conv.inputs[2] is not None:
@@ -189,16 +199,14 @@ def quantized_matmul(ctx, rb, node, ins):
     if found is None:
         return None
     mm, qy = found
-    da, db = producer(mm.inputs[0], "DequantizeLinear"), producer(mm.inputs[1], "DequantizeLinear")
-    qa = None if da is None else _int_params(da)
     b_shape = mm.inputs[1].type.shape
-    if qa is None or db is None or b_shape is None or len(b_shape) != 2 or not isinstance(b_shape[1], int):
+    if b_shape is None or len(b_shape) != 2:
         return None
-    wq = _weights(db, b_shape[1], axis=1)
-    if wq is None:
+    operands = _dq_operands(mm, b_shape[1], axis=1)
+    if operands is None:
         return None
-    b, bs, bz = wq
-    a, az = da.inputs[0], rb.constant(qa[1], "a_zero_point")
+    a, qa, (b, bs, bz) = operands
+    az = rb.constant(qa[1], "a_zero_point")
     bq, bzc = rb.constant(b, "b"), rb.constant(bz, "b_zero_point")
     return _where_native(rb, node, ("MatMulInteger", [a, bq, az, bzc]),
                          ("QLinearMatMul", [a, rb.constant(qa[0], "a_scale"), az, bq, rb.constant(bs, "b_scale"), bzc,
