@@ -279,3 +279,29 @@ def test_pack_b_reads_a_transposed_view_as_its_rows(n):
     assert not view.flags.c_contiguous
     np.testing.assert_array_equal(pack_b(view), pack_b(np.ascontiguousarray(view)))
     np.testing.assert_array_equal(pack_b(view), pack_b(wt, transposed=True))
+
+
+@pytest.mark.parametrize("c", [255.0, -3.5, 0.0, -0.0, np.inf])
+@pytest.mark.parametrize("op", ["Max", "Min"])
+def test_max_min_against_a_constant_keep_nan_and_the_sign_of_zero(op, c):
+    """Max/Min with a constant operand take one compare-and-select (maxps/minps with the constant
+    first) instead of the general form's NaN test; results stay the reference's bit for bit: a NaN
+    wins, and of two equal values (+0.0 and -0.0) the second operand comes out, with the constant
+    first or second, alone and inside a fused clamp; at each width, tails included."""
+    x = np.concatenate([SPECIAL, -SPECIAL, np.float32(c) + np.zeros(3, np.float32), rand(20) * 300]).astype(np.float32)
+    k = np.float32(c)
+
+    def fn(b, x):
+        cst, one = b.constant(k), b.constant(np.float32(1))
+        clamp = b.add1("Max", [b.add1("Min", [b.add1("Add", [x, one]), cst]), b.constant(np.float32(-1))])
+        return [b.add1(op, [x, cst]), b.add1(op, [cst, x]), clamp]
+
+    g = build(fn, ("x", x.shape))
+    want = glow.compile(g, "reference").run({"x": x})
+    for t in (1, 2):
+        got = glow.compile(g, "cpu", threads=t).run({"x": x})
+        for name, w in want.items():
+            y = got[name]
+            assert np.array_equal(y.view(np.uint32), w.view(np.uint32)) or (
+                np.array_equal(np.isnan(y), np.isnan(w))
+                and np.array_equal(y[~np.isnan(w)].view(np.uint32), w[~np.isnan(w)].view(np.uint32))), (name, x, y, w)

@@ -31,17 +31,46 @@ def _add(L, a, b, d):
     return L.b.fadd(a, b) if is_float(d) else L.b.add(a, b)
 
 
+def _plain_constant(v, zero_ok: bool) -> bool:
+    """v is a constant whose lanes are one number, not NaN (and not a zero unless zero_ok)."""
+    if not isinstance(v, ir.Constant):
+        return False
+    lanes = v.constant if isinstance(v.type, ir.VectorType) else [v.constant]
+    if not isinstance(lanes, list) or not lanes:
+        return False
+    lanes = [x.constant if isinstance(x, ir.Constant) else x for x in lanes]
+    if any(not isinstance(x, float) for x in lanes):
+        return False
+    return len(set(lanes)) == 1 and not math.isnan(lanes[0]) and (zero_ok or lanes[0] != 0.0)
+
+
+def _against_constant(L, a, b, pred):
+    """max/min (pred ">" / "<") of a and b as the reference has it (numpy: a NaN wins, and of two
+    equal values the second), where one operand is a constant c that is not NaN, in one select
+    `c pred x ? c : x`: x86's maxps/minps with c first, one instruction, where the general form
+    needs four (the NaN test). A NaN x fails the comparison and comes out; of equal values x
+    comes out, which is the second operand, or equals c bit for bit when c is not a zero (c
+    second: -0.0 and +0.0 compare equal, so a zero c in second place keeps the general form).
+    None where neither operand qualifies."""
+    for c, x in ((a, b), (b, a)):
+        if _plain_constant(c, zero_ok=c is a):
+            return L.b.select(L.b.fcmp_ordered(pred, c, x), c, x)
+    return None
+
+
 def maximum(L, a, b, d):
     """The larger of a and b (element type d); a NaN wins."""
     if is_float(d):
-        return L.b.select(L.b.fcmp_unordered("uno", a, a), a, L.b.select(L.b.fcmp_ordered(">", a, b), a, b))
+        return (_against_constant(L, a, b, ">")
+                or L.b.select(L.b.fcmp_unordered("uno", a, a), a, L.b.select(L.b.fcmp_ordered(">", a, b), a, b)))
     return L.b.select(icmp(L, d, ">", a, b), a, b)
 
 
 def minimum(L, a, b, d):
     """The smaller of a and b (element type d); a NaN wins."""
     if is_float(d):
-        return L.b.select(L.b.fcmp_unordered("uno", a, a), a, L.b.select(L.b.fcmp_ordered("<", a, b), a, b))
+        return (_against_constant(L, a, b, "<")
+                or L.b.select(L.b.fcmp_unordered("uno", a, a), a, L.b.select(L.b.fcmp_ordered("<", a, b), a, b)))
     return L.b.select(icmp(L, d, "<", a, b), a, b)
 
 
