@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
+from ..ops import get_op
 from ..ops.quant import division_type, int_range
 from ._build import cast, const, ints, op1
 from .registry import lowering
@@ -110,6 +111,25 @@ def requantize(rb, acc, scale, y_scale, y_zero_point):
     real = cast(rb, op1(rb, "Mul", acc, scale), dt.float32)
     q = op1(rb, "Div", real, cast(rb, y_scale, dt.float32))
     return saturate_to(rb, q, y_zero_point, y_zero_point.type.dtype)
+
+
+def requantize_node(rb, acc, a_scale, b_scale, y_scale, y_zero_point):
+    """The `Requantize` node (glow-internal, ops/quant) of an int32 acc with the scale
+    a_scale x b_scale, for an int8/uint8 y: one elementwise op a backend may compute natively,
+    lowered to `requantize`'s float64 formula elsewhere (its rule below). Scales of float16 or
+    bfloat16 widen to float32 exactly. None where the op does not fit (then call `requantize`)."""
+    if acc.type.dtype != dt.int32 or y_zero_point is None or y_zero_point.type.dtype not in INT8S:
+        return None
+    scales = [cast(rb, s, dt.float32) for s in (a_scale, b_scale, y_scale)]
+    return rb.emit1(get_op("Requantize", "glow"), [acc, *scales, y_zero_point])
+
+
+@lowering("Requantize", domain="glow")
+def lower_requantize(rb, node, ins):
+    acc, a_s, b_s, y_s, y_zp = ins
+    f64 = dt.float64
+    scale = op1(rb, "Mul", cast(rb, a_s, f64), cast(rb, b_s, f64))  # exact: two float32 significands
+    return [requantize(rb, cast(rb, acc, f64), scale, y_s, y_zp)]
 
 
 def centered_int(rb, x, zero_point):
@@ -282,7 +302,11 @@ def lower_qlinear_matmul(rb, node, ins):
     if row_scale is None or a_zp.type.shape is None:
         return None
     if a.type.dtype in INT8S and b.type.dtype in INT8S:
-        acc = cast(rb, rb.emit1("MatMulInteger", [a, b, a_zp, b_zp]), f64)
+        acc = rb.emit1("MatMulInteger", [a, b, a_zp, b_zp])
+        y = requantize_node(rb, acc, row_param(rb, a_s, rank), b_s, y_s, y_zp)
+        if y is not None:
+            return [y]
+        acc = cast(rb, acc, f64)
     else:
         ca = op1(rb, "Sub", cast(rb, a, f64), row_param(rb, cast(rb, a_zp, f64), rank))
         cb = op1(rb, "Sub", cast(rb, b, f64), cast(rb, b_zp, f64))
@@ -390,6 +414,21 @@ def lower_conv_integer(rb, node, ins):
     return [cast(rb, y, dt.int32)]
 
 
+def _bias_fits_int32(x, x_zp, w, w_zp, bias) -> bool:
+    """Whether ConvInteger's sum plus a constant int32 bias provably stays within int32, so the
+    bias is added in int32 (exactly, as the reference adds it in float64): |x - x_zp| at most
+    `_x_bound`, times the largest sum of |w - w_zp| over an output channel's weights."""
+    xb = _x_bound(x, x_zp)
+    if xb is None or w.known is None or bias.known is None or (w_zp is not None and w_zp.known is None):
+        return False
+    cw = np.asarray(w.known, np.int64)
+    if w_zp is not None:
+        z = np.asarray(w_zp.known, np.int64).reshape(-1)
+        cw = cw - (z.reshape([-1] + [1] * (cw.ndim - 1)) if z.size > 1 else z[0])
+    acc_max = xb * int(np.abs(cw).reshape(cw.shape[0], -1).sum(axis=1).max(initial=0))
+    return acc_max + int(np.abs(np.asarray(bias.known, np.int64)).max(initial=0)) < 2 ** 31
+
+
 @lowering("QLinearConv")
 def lower_qlinear_conv(rb, node, ins):
     # ConvInteger accumulates exactly; the int32 bias joins in float64 (no overflow), then the
@@ -399,7 +438,14 @@ def lower_qlinear_conv(rb, node, ins):
         return None
     rank = len(x.type.shape)
     f64 = dt.float64
-    acc = cast(rb, rb.emit1("ConvInteger", [x, w, x_zp, w_zp], _conv_attrs(node)), f64)
+    acc = rb.emit1("ConvInteger", [x, w, x_zp, w_zp], _conv_attrs(node))
+    ws32 = per_channel(rb, w_s, rank - 1)
+    if ws32 is not None and (bias is None or _bias_fits_int32(x, x_zp, w, w_zp, bias)):
+        acc32 = acc if bias is None else op1(rb, "Add", acc, reshape(rb, bias, [1, -1] + [1] * (rank - 2)))
+        y = requantize_node(rb, acc32, x_s, ws32, y_s, y_zp)
+        if y is not None:
+            return [y]
+    acc = cast(rb, acc, f64)
     if bias is not None:
         acc = op1(rb, "Add", acc, reshape(rb, cast(rb, bias, f64), [1, -1] + [1] * (rank - 2)))
     ws = per_channel(rb, cast(rb, w_s, f64), rank - 1)

@@ -13,8 +13,9 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
+from ._shape import broadcast_shapes
 from .cast import cast_array
-from .registry import MATMUL, NN, QUANT, Attr, Tier, op
+from .registry import ELEMENTWISE, MATMUL, NN, QUANT, Attr, Tier, op
 
 SUB_BYTE_INTS = (dt.int4, dt.uint4, dt.int2, dt.uint2)
 F8 = frozenset({dt.float8e4m3fn, dt.float8e4m3fnuz, dt.float8e5m2, dt.float8e5m2fnuz})
@@ -262,6 +263,27 @@ def _requantize(acc, scale, y_scale, y_zp):
         lo, hi = int_range(out)
         return np.clip(np.rint(q).astype(np.float64) + y_zp.astype(np.float64), lo, hi).astype(out.np)
     return cast_array(q + y_zp.astype(np.float32), out, True)
+
+
+def _requantize_op(acc, a_scale, b_scale, y_scale, y_zero_point):
+    return _requantize(acc, np.asarray(a_scale, np.float64) * np.asarray(b_scale, np.float64),
+                       np.asarray(y_scale), np.asarray(y_zero_point))
+
+
+def _requantize_infer(ctx):
+    shapes = [ctx.shape(i) for i in range(5)]
+    return [dt.TensorType(broadcast_shapes(ctx, *shapes), ctx.dtype(4))]
+
+
+# glow-internal (no ONNX spelling): the requantisation step of QLinearConv and QLinearMatMul as
+# one elementwise op, so a backend can compute it natively (the cpu backend does most of it in
+# float32, exactly); it lowers to the float64 formula everywhere else (rules_quant).
+op("Requantize", domain="glow",
+   inputs=("acc:I", "a_scale:S", "b_scale:S", "y_scale:S", "y_zero_point:T"), outputs=("y:T",),
+   types={"I": I32, "S": F32, "T": INT8S}, infer=_requantize_infer, reference=_requantize_op,
+   groups={QUANT, ELEMENTWISE}, tier=Tier.KERNEL,
+   doc="y = saturate(round(float32(acc * a_scale * b_scale) / y_scale) + y_zero_point), the scale "
+       "product and acc * scale in float64 (exact, then one rounding to float32), broadcasting.")
 
 
 def _qlinear_matmul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp):

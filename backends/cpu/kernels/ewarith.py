@@ -31,17 +31,23 @@ def _add(L, a, b, d):
     return L.b.fadd(a, b) if is_float(d) else L.b.add(a, b)
 
 
-def _plain_constant(v, zero_ok: bool) -> bool:
-    """v is a constant whose lanes are one number, not NaN (and not a zero unless zero_ok)."""
+def constant_value(v) -> float | None:
+    """The number a float constant holds in every lane (None: not a constant, or lanes differ)."""
     if not isinstance(v, ir.Constant):
-        return False
+        return None
     lanes = v.constant if isinstance(v.type, ir.VectorType) else [v.constant]
     if not isinstance(lanes, list) or not lanes:
-        return False
+        return None
     lanes = [x.constant if isinstance(x, ir.Constant) else x for x in lanes]
-    if any(not isinstance(x, float) for x in lanes):
-        return False
-    return len(set(lanes)) == 1 and not math.isnan(lanes[0]) and (zero_ok or lanes[0] != 0.0)
+    if any(not isinstance(x, float) for x in lanes) or len(set(map(repr, lanes))) != 1:
+        return None
+    return lanes[0]
+
+
+def _plain_constant(v, zero_ok: bool) -> bool:
+    """v is a constant whose lanes are one number, not NaN (and not a zero unless zero_ok)."""
+    c = constant_value(v)
+    return c is not None and not math.isnan(c) and (zero_ok or c != 0.0)
 
 
 def _against_constant(L, a, b, pred):

@@ -3,9 +3,9 @@
 An emitter computes one op at a loop position, over scalars or vectors (`Lanes`, lanes.py):
 `emit(L, args, in_types, out_type, attrs)` returns the result in the compute type of `out_type`.
 The emitters register themselves with `@op(name, types, check=)`: ewarith.py (arithmetic,
-comparisons, logic, Where), ewmath.py (math and activations) and cast.py (Cast). The table is
-filled on first use, when `table()` imports them; registering an op that glow.ops does not
-declare raises.
+comparisons, logic, Where), ewmath.py (math and activations), cast.py (Cast) and ewquant.py
+(Requantize). The table is filled on first use, when `table()` imports them; registering an op
+that glow.ops does not declare raises.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .lanes import NUMERIC, Lanes
 OPS: dict[tuple[str, str], tuple] = {}
 #: Ops that pick one of their inputs: a bfloat16 result needs no rounding.
 _SELECTS = frozenset({("", "Identity"), ("", "Where")})
-EMITTER_MODULES = ("ewarith", "ewmath", "cast")
+EMITTER_MODULES = ("ewarith", "ewmath", "cast", "ewquant")
 _loaded = False
 
 

@@ -228,3 +228,19 @@ RECORDS += [
     _bc("uint2-int2", In((6,), "uint2", 0, 3), "int2"),
     _bc("empty", In((0, 2)), "int32"),
 ]
+
+
+# -- Requantize (glow-internal: QLinearConv's and QLinearMatMul's last step) -------------------------
+def _rq(name, acc, a_s, b_s, y_s, zp, lo=-(2 ** 20), hi=2 ** 20):
+    return OpRecord("Requantize", [In(acc, "int32", lo, hi), _s(a_s), _s(b_s), _s(y_s), Const(zp)],
+                    name=name, domain="glow", rtol=0, atol=0)
+
+
+RECORDS += [
+    _rq("uint8-per-channel", (2, 3, 4, 5), 0.02, np.asarray([0.003, 0.0007, 0.011], np.float32).reshape(3, 1, 1),
+        0.05, np.uint8(128)),
+    _rq("int8-per-row", (3, 17), np.asarray([[0.01], [0.2], [0.003]], np.float32), 0.004, 0.03, np.int8(-5)),
+    _rq("uint8-saturating-extremes", (40,), 0.5, 0.25, 1e-3, np.uint8(3), -(2 ** 31), 2 ** 31 - 1),
+    _rq("int8-ties", (33,), 0.25, 1.0, 0.5, np.int8(0), -600, 600),
+    _rq("empty", (0, 4), 0.1, 0.1, 0.1, np.uint8(0)),
+]
