@@ -14,7 +14,11 @@ every call (glow and onnxruntime alternate which runs first); the table shows th
 rounds' medians. $GLOW_CPU_ISA makes glow lower and compile as on a host of that instruction-set
 level (both of glow's runs; onnxruntime keeps the host's). `--reduce-range` quantizes the weights
 to 7 bits (quantize_static's reduce_range, onnxruntime's advice for AVX2 without VNNI), which AVX2's
-`vpmaddubsw` multiplies exactly. Results go to benchmarks/results-int8-resnet[-ISA][-7bit].json.
+`vpmaddubsw` multiplies exactly. `--preprocess` runs onnxruntime's quant_pre_process on the fp32
+model first, the step its quantization guide asks for: batch norms folded into the convolutions,
+so the int8 model has no float BatchNormalization between a DequantizeLinear and a QuantizeLinear
+(both engines then run the folded fp32 file too). Results go to
+benchmarks/results-int8-resnet[-ISA][-7bit][-pre].json.
 """
 
 from __future__ import annotations
@@ -115,6 +119,7 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reduce-range", action="store_true")
+    ap.add_argument("--preprocess", action="store_true", help="onnxruntime's quant_pre_process before quantizing")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
@@ -122,11 +127,16 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         fp32, int8 = os.path.join(tmp, "fp32.onnx"), os.path.join(tmp, "int8.onnx")
         onnx.save(random_resnet50(rng), fp32)
+        if args.preprocess:
+            from onnxruntime.quantization.shape_inference import quant_pre_process
+
+            quant_pre_process(fp32, fp32, skip_symbolic_shape=True)
         quantize(fp32, int8, rng, args.reduce_range)
         for fmt, path in (("fp32", fp32), ("qdq int8", int8)):
             rows[fmt] = measure(path, args.threads, args.rounds, args.calls, rng)
     cpu, isa = cpu_model(), isa_level()
     print(f"CPU: {cpu}; glow ISA {isa}; weights {7 if args.reduce_range else 8}-bit; threads {args.threads}; "
+          f"{'pre-processed (batch norms folded); ' if args.preprocess else ''}"
           f"a new image every call; medians of {args.rounds} rounds x {args.calls} calls")
     print(f"{'ResNet-50':<10} {'glow ms':>8} {'ort ms':>8} {'ratio':>6} {'max |diff|':>11}")
     for fmt, r in rows.items():
@@ -134,9 +144,11 @@ def main(argv=None) -> int:
     speedup = rows["fp32"]["glow_ms"] / rows["qdq int8"]["glow_ms"]
     print(f"glow fp32 ms / glow int8 ms = {speedup:.2f}")
     if not args.no_write:
-        suffix = ("" if isa == host_isa() else f"-{isa}") + ("-7bit" if args.reduce_range else "")
+        suffix = (("" if isa == host_isa() else f"-{isa}") + ("-7bit" if args.reduce_range else "")
+                  + ("-pre" if args.preprocess else ""))
         write_results(f"int8-resnet{suffix}", {"cpu": cpu, "isa": isa, "threads": args.threads,
-                                              "weight_bits": 7 if args.reduce_range else 8, "rows": rows,
+                                              "weight_bits": 7 if args.reduce_range else 8,
+                                              "preprocessed": args.preprocess, "rows": rows,
                                               "int8_speedup_over_fp32": speedup})
     return 0
 
