@@ -174,3 +174,72 @@ def test_a_dq_matmul_q_island_with_constant_weights_becomes_qlinear_matmul():
     assert "MatMulInteger" in {n.op.name for n in exe.graph.nodes}
     diff = np.abs(exe.run({"a": a})["y"].astype(np.int16) - want.astype(np.int16))
     assert diff.max() <= 1 and (diff == 0).mean() >= 0.99, (diff.max(), (diff == 0).mean())
+
+
+def _residual_block(rng, xdt, per_pixel: bool):
+    """Two QLinearConvs (3x3 padded, 20 channels: a partial panel; and 1x1) whose outputs a float
+    chain adds, with a residual input of the output's shape, then Relu and QuantizeLinear: a
+    ResNet block as onnxruntime's QOperator format writes it. `per_pixel` multiplies in a
+    [1, 1, 9, 7] constant, which no epilogue can index by row or column."""
+    c, m = 8, 20
+    xz = np.asarray(7 if xdt == np.uint8 else -3, xdt)
+    f32 = lambda v: np.asarray(v, np.float32)  # noqa: E731
+    inits = [nh.from_array(xz, "xz"), nh.from_array(f32(0.04), "xs"),
+             nh.from_array(rng.integers(-127, 128, (m, c, 3, 3)).astype(np.int8), "wa"),
+             nh.from_array(rng.integers(-127, 128, (m, c, 1, 1)).astype(np.int8), "wb"),
+             nh.from_array(f32(rng.uniform(0.002, 0.01, m)), "wsa"), nh.from_array(f32(0.006), "wsb"),
+             nh.from_array(np.zeros(m, np.int8), "wza"), nh.from_array(np.asarray(0, np.int8), "wzb"),
+             nh.from_array(rng.integers(-3000, 3000, m).astype(np.int32), "ba"),
+             nh.from_array(f32(0.09), "ysa"), nh.from_array(np.asarray(131, np.uint8), "yza"),
+             nh.from_array(f32(0.07), "ysb"), nh.from_array(np.asarray(120, np.uint8), "yzb"),
+             nh.from_array(f32(0.05), "rs"), nh.from_array(np.asarray(128, np.uint8), "rz"),
+             nh.from_array(f32(0.11), "ys"), nh.from_array(np.asarray(0, np.uint8), "yz"),
+             nh.from_array(f32(rng.uniform(0.5, 1.5, (1, 1, 9, 7))), "pp")]
+    nodes = [h.make_node("QLinearConv", ["x", "xs", "xz", "wa", "wsa", "wza", "ysa", "yza", "ba"], ["qa"],
+                         pads=[1, 1, 1, 1]),
+             h.make_node("QLinearConv", ["x", "xs", "xz", "wb", "wsb", "wzb", "ysb", "yzb"], ["qb"]),
+             h.make_node("DequantizeLinear", ["qa", "ysa", "yza"], ["fa"]),
+             h.make_node("DequantizeLinear", ["qb", "ysb", "yzb"], ["fb"]),
+             h.make_node("DequantizeLinear", ["r", "rs", "rz"], ["fr"]),
+             h.make_node("Add", ["fa", "fb"], ["s1"]), h.make_node("Add", ["s1", "fr"], ["s2"])]
+    if per_pixel:
+        nodes.append(h.make_node("Mul", ["s2", "pp"], ["s3"]))
+    nodes += [h.make_node("Relu", ["s3" if per_pixel else "s2"], ["s4"]),
+              h.make_node("QuantizeLinear", ["s4", "ys", "yz"], ["y"])]
+    t = T.UINT8 if xdt == np.uint8 else T.INT8
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", t, [2, c, 9, 7]),
+                                  h.make_tensor_value_info("r", T.UINT8, [2, m, 9, 7])],
+                     [h.make_tensor_value_info("y", T.UINT8, [2, m, 9, 7])], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("per_pixel", [False, True], ids=["epilogue", "no-epilogue"])
+@pytest.mark.parametrize("xdt", [np.uint8, np.int8], ids=["uint8", "int8"])
+@pytest.mark.parametrize("level", ["avx512", "avx2"])
+def test_requantisation_and_residual_add_run_in_the_integer_convolutions_epilogue(level, xdt, per_pixel):
+    """What follows an integer convolution (its requantisation, the dequantized residual adds,
+    Relu, the next QuantizeLinear) runs in the kernel's epilogue, on each panel of int32 sums
+    before the store: the other convolution's int32 sums and the residual read at the same element,
+    per-channel scales by column, a partial panel masked, on 1 and 2 threads; bit for bit the
+    reference's. A chain reading a tensor the epilogue cannot index stays a separate kernel. The
+    graph is fused for the host (with VNNI only, int8_conv.epilogue_fits); `isa` then makes the
+    code for a lower level, so the avx2 kernels' epilogue is checked on a VNNI host too."""
+    from glow.backends.cpu.kernels.int8_gemm import vnni
+
+    if level not in _levels():
+        pytest.skip(f"this CPU does not execute {level}")
+    rng = np.random.default_rng(11)
+    model = _residual_block(rng, xdt, per_pixel)
+    lo, hi = (0, 256) if xdt == np.uint8 else (-128, 128)
+    feeds = {"x": rng.integers(lo, hi, (2, 8, 9, 7)).astype(xdt),
+             "r": rng.integers(0, 256, (2, 20, 9, 7)).astype(np.uint8)}
+    want = glow.compile(model, "reference").run(feeds)["y"]
+    for threads in (1, 2):
+        exe = glow.compile(model, "cpu", threads=threads, options={"isa": level})
+        heads = [n.attrs["body"].nodes[0].op.name for n in exe.graph.nodes if n.op.name == "FusedKernel"]
+        fused = vnni() and not per_pixel
+        ops = Counter(n.op.name for n in exe.graph.nodes)
+        assert heads.count("ConvIntegerNHWC") == int(fused), (heads, ops)
+        assert not vnni() or ops["ConvIntegerNHWC"] == (1 if fused else 2), (heads, ops)
+        got = exe.run(feeds)["y"]
+        assert got.dtype == np.uint8 and np.array_equal(got, want), (threads, np.abs(got.astype(int) - want).max())

@@ -115,8 +115,10 @@ class CpuBackend(Backend):
                               if get_op(op, dom).in_group(EPILOGUE_PRODUCER) and any(k.epilogue for k in kd.variants()))
         # Only what the expression emitter computes goes into a fused body: `supports` also
         # accepts nodes deferred to run time, which have no code yet.
+        from .kernels.int8_conv import epilogue_fits
+
         ew = FuseElementwise(accepts=emits)
-        return [ew, FuseActivation(producers, accepts=emits)] if producers else [ew]
+        return [ew, FuseActivation(producers, accepts=emits, epilogue_ok=epilogue_fits)] if producers else [ew]
 
     def transform_graph(self, graph: Graph) -> Graph:
         try:

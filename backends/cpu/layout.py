@@ -188,7 +188,7 @@ _CONV_INTEGER = get_op("ConvInteger")
 CONV_INTEGER_NHWC = _nhwc_op(
     "ConvIntegerNHWC", "ConvInteger", _CONV_INTEGER.inputs, _CONV_INTEGER.attrs,
     "ConvInteger with NHWC input (padded with x_zero_point) and int32 NHWC output.",
-    outputs=_CONV_INTEGER.outputs, types=dict(_CONV_INTEGER.types), groups={NN})
+    outputs=_CONV_INTEGER.outputs, types=dict(_CONV_INTEGER.types), groups={NN, EPILOGUE_PRODUCER})
 MAXPOOL_NHWC = _nhwc_op("MaxPoolNHWC", "MaxPool", ("X:T",), (*_POOL, Attr("storage_order", "int", 0)),
                         "MaxPool on NHWC data (no Indices output).")
 AVGPOOL_NHWC = _nhwc_op("AveragePoolNHWC", "AveragePool", ("X:T",), (*_POOL, Attr("count_include_pad", "int", 0)),

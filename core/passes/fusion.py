@@ -51,6 +51,10 @@ class FuseActivation:
 
     producers: frozenset | None = None  # op names of the EPILOGUE_PRODUCER group (None: all of them)
     accepts: Callable | None = None  # node -> bool, as FuseElementwise.accepts
+    # (producer, chain nodes) -> bool: the backend's kernel runs this chain as the producer's
+    # epilogue. Without it, the chain's result must have the producer's type; with it, its shape
+    # (an integer convolution's int32 sum may end as uint8), and the backend says the rest.
+    epilogue_ok: Callable | None = None
 
 
 def _fused_infer(ctx):
@@ -124,10 +128,18 @@ def _groups(graph: Graph, requests) -> list[tuple]:
             head = next((v.node for m in ms for v in m.all_inputs
                          if v.node is not None and _produces_epilogues(v.node.op, act)
                          and len(v.node.outputs) == 1 and v.node.op.pure and not v.node.captures
-                         and sole_reader(v) is m and v.type == root.outputs[0].type), None)
+                         and sole_reader(v) is m and _epilogue_fits(act, v, ms)), None)
         if head is not None or len(ms) > 1:
             out.append((head, ms))
     return out
+
+
+def _epilogue_fits(act: FuseActivation, v, members) -> bool:
+    """Whether the chain `members` can be the epilogue of v's producer (see `epilogue_ok`)."""
+    out = members[-1].outputs[0].type
+    if act.epilogue_ok is None:
+        return v.type == out
+    return v.type.shape == out.shape and bool(act.epilogue_ok(v.node, members))
 
 
 def _body(head, members) -> tuple[Graph, list]:

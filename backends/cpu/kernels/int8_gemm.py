@@ -236,14 +236,31 @@ def _a_tail(kb, row_ptr, k: int, flip: int):
     return word
 
 
+@dataclass(frozen=True)
+class IntEpilogue:
+    """An elementwise expression applied to each finished panel of int32 sums in registers, before
+    the store (int8_conv.py's requantisation): `expr`'s leaf -1 is the sum; `leaves` are
+    (arg, element type, kind, pointer in the entry) for the tensors it reads, a kind of
+    gemm_emit's FULL (y's own shape, at the same element), ROW (a value per column) or SCALAR;
+    y holds `out` elements."""
+
+    expr: object
+    leaves: tuple
+    out: dt.DType
+
+
 def emit_int8_gemm(cg, a_ptr, a_dtype, za, y_ptr, nrows: int, rows: Rows, n: int, flip: int, packed: np.ndarray,
-                   col: np.ndarray, zb: np.ndarray | None):
+                   col: np.ndarray, zb: np.ndarray | None, epilogue: IntEpilogue | None = None):
     """y[nrows, n] (int32) = A'[nrows, K] @ B' + za' col - rowsum(A') zb (zb None: all zero), the
-    rows of A where `rows` says, za' read from `za` (an operand of A's type, or None: 0). The row
-    count is an argument: a new batch or sequence length uses the same function."""
+    rows of A where `rows` says, za' read from `za` (an operand of A's type, or None: 0); with an
+    `epilogue`, y is its expression of those sums instead (of its `out` type). The row count is
+    an argument: a new batch or sequence length uses the same function."""
     panels = packed.shape[0]
-    kb = cg.function("int8_gemm", [PTR, PTR, PTR, PTR, PTR, PTR, I64, I64, I64])
-    a_, za_, b_, col_, zb_, y_, nrows_, tid, nth = kb.args
+    leaves = () if epilogue is None else epilogue.leaves
+    kb = cg.function("int8_gemm", [PTR, PTR, PTR, PTR, PTR, PTR] + [PTR] * len(leaves) + [I64, I64, I64])
+    a_, za_, b_, col_, zb_, y_ = kb.args[:6]
+    leaf_ptrs = kb.args[6:6 + len(leaves)]
+    nrows_, tid, nth = kb.args[6 + len(leaves):]
     bld, dot = kb.b, _Dot(int(np.abs(packed.astype(np.int16)).max(initial=0)))
     za_v = kb.splat(_zero_point(kb, za_, a_dtype, flip, za is not None), LANES)
     R = dot.rows
@@ -268,9 +285,12 @@ def emit_int8_gemm(cg, a_ptr, a_dtype, za, y_ptr, nrows: int, rows: Rows, n: int
                     v = bld.add(dot.final(kb, bld.load(accs[r][j])), bias_v)
                     if zb_v is not None:
                         v = bld.sub(v, bld.mul(zb_v, kb.splat(sums[r], LANES)))
-                    with kb.if_then(live[r]):
+                    with kb.if_then(live[r]):  # a row past the end reads no epilogue operand either
                         at_y = bld.add(bld.mul(bld.add(row0, kb.i64(r)), kb.i64(n)), bld.mul(p, kb.i64(LANES)))
-                        _store_panel(kb, v, bld.gep(y_, [at_y], source_etype=I32, inbounds=True), c)
+                        if epilogue is None:
+                            _store_panel(kb, v, bld.gep(y_, [at_y], source_etype=I32, inbounds=True), c)
+                        else:
+                            _epilogue_panel(kb, epilogue, leaf_ptrs, v, y_, at_y, bld.mul(p, kb.i64(LANES)), c)
 
         # Whole groups of complete panels: a loop, not one copy each (2048 columns unrolled were 64
         # copies, 1.5 s of LLVM for one kernel); the rest, a partial group or panel, after it.
@@ -286,7 +306,7 @@ def emit_int8_gemm(cg, a_ptr, a_dtype, za, y_ptr, nrows: int, rows: Rows, n: int
     zb_arr = np.zeros(panels * LANES, np.int32) if zb is None else zb
     za_ptr = cg.ptr(za) if za is not None else cg.weight(np.zeros(1, np.int8))
     args = [a_ptr, za_ptr, cg.weight(packed.reshape(-1)), cg.weight(col), cg.weight(zb_arr), y_ptr,
-            cg.entry.i64(nrows)]
+            *(ptr for *_, ptr in leaves), cg.entry.i64(nrows)]
     k = rows.width * len(rows.offsets)
     call_split(cg, kb.fn, args, nrows * k * n < PARALLEL_MACS)
 
@@ -349,6 +369,25 @@ def _panel_products(kb, dot, a_rows, b_, ps, groups: int, rows: Rows, flip: int)
             tap([bld.gep(ap, [off], source_etype=I8, inbounds=True) for ap in a_rows],
                 bld.mul(t, kb.i64(rows.groups)))
     return accs
+
+
+def _epilogue_panel(kb, epilogue: IntEpilogue, leaf_ptrs, v, y_, at_y, at_col, cols: int):
+    """The epilogue of one panel's sums v (row offset at_y, column at_col, in elements), stored
+    at y; a partial panel's loads and store are masked to its `cols` lanes."""
+    from .elementwise import evaluate
+    from .gemm_emit import FULL, SCALAR
+    from .lanes import Lanes
+
+    bits = ir.VectorType(ir.IntType(1), LANES)
+    mask = None if cols == LANES else ir.Constant(bits, [1] * cols + [0] * (LANES - cols))
+    lanes = Lanes(kb, LANES, mask)
+    values = {}
+    for (arg, dtype, kind, _), ptr in zip(epilogue.leaves, leaf_ptrs):
+        at = kb.i64(0) if kind == SCALAR else at_y if kind == FULL else at_col
+        values[arg] = lanes.load(ptr, at, dtype, broadcast=kind == SCALAR)
+    n = max(values, default=-1) + 1
+    out = evaluate(lanes, epilogue.expr, [values.get(k) for k in range(n)], v, acc_dtype=dt.int32)
+    lanes.store(out, y_, at_y, epilogue.out)
 
 
 def _store_panel(kb, v, out, cols: int):
