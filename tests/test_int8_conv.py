@@ -243,3 +243,37 @@ def test_requantisation_and_residual_add_run_in_the_integer_convolutions_epilogu
         assert not vnni() or ops["ConvIntegerNHWC"] == (1 if fused else 2), (heads, ops)
         got = exe.run(feeds)["y"]
         assert got.dtype == np.uint8 and np.array_equal(got, want), (threads, np.abs(got.astype(int) - want).max())
+
+
+def _rescale_model(mover):
+    inits = [nh.from_array(np.asarray(0.037, np.float32), "s1"), nh.from_array(np.asarray(100, np.uint8), "z1"),
+             nh.from_array(np.asarray(0.05, np.float32), "s2"), nh.from_array(np.asarray(-3, np.int8), "z2"),
+             nh.from_array(np.asarray([2, 6, 5, 2], np.int64), "shape")]
+    nodes = [h.make_node("DequantizeLinear", ["x", "s1", "z1"], ["f"])]
+    if mover == "Reshape":
+        nodes.append(h.make_node("Reshape", ["f", "shape"], ["g"]))
+    elif mover == "MaxPool":
+        nodes.append(h.make_node("MaxPool", ["f"], ["g"], kernel_shape=[2, 2]))
+    nodes.append(h.make_node("QuantizeLinear", ["g" if mover else "f", "s2", "z2"], ["y"]))
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.UINT8, [2, 3, 4, 5])],
+                     [h.make_tensor_value_info("y", T.INT8, None)], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("mover", [None, "Reshape", "MaxPool"], ids=["alone", "Reshape", "MaxPool"])
+def test_q_of_dq_with_other_parameters_becomes_a_rescale(mover):
+    """Q(DQ(q, s1, z1), s2, z2), and across a mover, is Glow's Rescale: Requantize of q - z1 (as
+    integers, the mover on the bytes), for a backend that runs Requantize; equal to the float
+    pair bit for bit (DQ's float32 product is the exact product rounded once, as Requantize's)."""
+    model = _rescale_model(mover)
+    ops = _ops(model)
+    assert ops["Requantize"] == 1 and ops["DequantizeLinear"] == 0 and ops["QuantizeLinear"] == 0, ops
+    every = np.resize(np.random.default_rng(8).permutation(256), 360).astype(np.uint8)  # each byte
+    exes = [(b, nat, glow.compile(model, b, native=nat)) for b, nat in (("reference", None), ("cpu", None),
+                                                                       ("cpu", "floor"))]
+    ref = glow.compile(model, "reference", optimize=False)
+    for x in every.reshape(3, 2, 3, 4, 5):
+        want = ref.run({"x": x})["y"]
+        for backend, native, exe in exes:
+            got = exe.run({"x": x})["y"]
+            assert got.dtype == np.int8 and np.array_equal(got, want), (backend, native)

@@ -10,6 +10,8 @@
     QuantizeLinear(MatMul(DQ(a), DQ(b)))  (b constant)    -> QLinearMatMul(a, b, ...)
     QuantizeLinear(Relu(y))                               -> Max(QuantizeLinear(y), y_zero_point)
     QuantizeLinear(Relu(DQ(q, s, z)), s, z)               -> Max(q, z)
+    QuantizeLinear(DQ(q, s1, z1), s2, z2)                 -> Requantize(q - z1, s1, 1, s2, z2)
+                                                           (also across one of the movers)
 
 The first two are exact. Dequantizing an 8- or 16-bit integer and quantizing it back with the
 same scale and zero point gives it back (the float error of (q - z) * s / s is far below the half
@@ -38,6 +40,7 @@ from contextvars import ContextVar
 import numpy as np
 
 from .. import dtypes as dt
+from ..ops import get_op
 from .base import Pass
 from .patterns import Rules, const, producer
 
@@ -211,6 +214,33 @@ def quantized_matmul(ctx, rb, node, ins):
     return _where_native(rb, node, ("MatMulInteger", [a, bq, az, bzc]),
                          ("QLinearMatMul", [a, rb.constant(qa[0], "a_scale"), az, bq, rb.constant(bs, "b_scale"), bzc,
                                             rb.constant(qy[0], "y_scale"), rb.constant(qy[1], "y_zero_point")]))
+
+
+@ISLANDS.rule("QuantizeLinear")
+def rescale(ctx, rb, node, ins):
+    """Q(DQ(q, s1, z1), s2, z2) with other 8-bit per-tensor parameters (a round trip cancels
+    instead), also across one of the movers (Q(M(DQ(q))) -> Rescale(M(q))): Glow's Rescale, the
+    `Requantize` op of the centered integers, (q - z1) times s1 (times 1) divided by s2. Exact: DQ
+    rounds the exact product (q - z1) s1 to float32 once, as Requantize's float64 product rounded
+    to float32 does, and both then divide in float32 and round half to even. Only where the
+    backend runs Requantize natively; elsewhere it would lower to more work than the pair."""
+    m = producer(ins[0])
+    mover = m if m is not None and m.op.name in _MOVERS and len(m.outputs) == 1 else None
+    if mover is not None and not ctx.single_use(node.inputs[0]):
+        return None
+    dq = producer(mover.inputs[0] if mover is not None else ins[0], "DequantizeLinear")
+    px, py = (None, None) if dq is None else (_int_params(dq), _int_params(node))
+    if px is None or py is None or _round_trip(node, dq) or dq.outputs[0].type.dtype != dt.float32:
+        return None
+    q = dq.inputs[0]
+    if mover is not None:
+        q = rb.emit1(mover.op, [q, *mover.inputs[1:]], dict(mover.attrs))
+    wide = rb.emit1("Cast", [q], {"to": dt.int32})
+    centered = rb.emit1("Sub", [wide, rb.constant(px[1].astype(np.int32), "zero_point")])
+    args = [centered, rb.constant(px[0], "scale"), rb.constant(np.float32(1), "one"), rb.constant(py[0], "scale"),
+            rb.constant(py[1], "zero_point")]
+    requantize = get_op("Requantize", "glow")
+    return _where_native(rb, node, (requantize, args), (requantize, args))
 
 
 @RULES.rule("QuantizeLinear")
