@@ -56,17 +56,23 @@ def plan(instr, rows: int, cols: int) -> EpiloguePlan | None:
     e = typed_acc(e, instr.outputs[0].type)
     if not expr_supported(e):
         return None
-    leaves, seen = [], set()
-    for leaf in e.leaves():
-        if leaf.arg is None or leaf.arg == -1 or leaf.arg in seen:
-            continue
-        seen.add(leaf.arg)
-        o = instr.inputs[leaf.arg]
+    leaves = []
+    for arg, o in operands(instr, e):
         kind = leaf_kind(o.type.shape, rows, cols) if o.type.dtype == dt.float32 else None
         if kind is None:
             return None
-        leaves.append((leaf.arg, o, kind))
+        leaves.append((arg, o, kind))
     return EpiloguePlan(e, tuple(leaves))
+
+
+def operands(instr, e) -> list:
+    """[(arg, instr's operand)] for each tensor the epilogue expression e reads, once each."""
+    out, seen = [], set()
+    for leaf in e.leaves():
+        if leaf.arg is not None and leaf.arg != -1 and leaf.arg not in seen:
+            seen.add(leaf.arg)
+            out.append((leaf.arg, instr.inputs[leaf.arg]))
+    return out
 
 
 def alias_key(operands) -> tuple:

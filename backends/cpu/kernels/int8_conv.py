@@ -18,7 +18,7 @@ from .. import layout
 from ..codegen import InstrNode, constant, cpu_kernel, has_ltype
 from ..irutil import I8, I32
 from .conv import InstrShapes, relayout, scratch
-from .epilogue import typed_acc
+from .epilogue import operands, typed_acc
 from .gemm_emit import leaf_kind
 from .int8_gemm import IntEpilogue, Rows, column_row, emit_int8_gemm, faster_than_float, int32_row, pack, to_u8s8, vnni
 
@@ -111,13 +111,7 @@ def _epilogue(cg, instr, rows: int, cols: int):
     if e is None:
         return None
     e = typed_acc(e, dt.TensorType(instr.outputs[0].type.shape, dt.int32))
-    leaves, seen = [], set()
-    for leaf in e.leaves():
-        if leaf.arg is None or leaf.arg == -1 or leaf.arg in seen:
-            continue
-        seen.add(leaf.arg)
-        o = instr.inputs[leaf.arg]
-        leaves.append((leaf.arg, o.type.dtype, leaf_kind(o.type.shape, rows, cols), o))
+    leaves = [(a, o.type.dtype, leaf_kind(o.type.shape, rows, cols), o) for a, o in operands(instr, e)]
     if not expr_supported(e) or any(kind is None for _, _, kind, _ in leaves):
         # epilogue_fits let only such chains in: reaching here is a bug, not a model to run
         raise BackendError(f"instruction '{instr.name}': the epilogue of an integer convolution reads a "
