@@ -6,6 +6,7 @@ from .backend import API_VERSION, Backend, CompileOptions, Device, Executable, P
 from .errors import (
     BackendError,
     GlowError,
+    GlowWarning,
     GraphError,
     InputError,
     InternalError,
@@ -33,7 +34,7 @@ def __getattr__(name):
 
 __all__ = [
     "API_VERSION", "Backend", "BackendError", "CompileOptions", "Device", "Executable", "GlowError",
-    "Graph", "GraphBuilder", "GraphError", "InputError", "InternalError", "LoweringError",
+    "GlowWarning", "Graph", "GraphBuilder", "GraphError", "InputError", "InternalError", "LoweringError",
     "ModelLoadError", "Node", "Profile", "ProfileRecord", "TensorInfo", "UnsupportedOpError", "Value",
     "available_backends", "compile", "dtypes", "hookimpl", "load",
     "load_onnx", "quantize", "run_graph",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -28,7 +29,7 @@ def main(argv=None) -> int:
         parser.print_help()
         return EXIT_BAD_INPUT
     try:
-        with internal_errors(f"glow {argv_command(args)}"):  # a bug says what it was doing
+        with internal_errors(f"glow {argv_command(args)}"), _warnings_as_lines():  # a bug says what it was doing
             return args.func(args) or 0
     except GlowError as e:
         print(f"glow: error: {e}", file=sys.stderr)
@@ -46,6 +47,32 @@ def main(argv=None) -> int:
         print(f"glow: internal error (glow bug): {' '.join(detail.split())} (set GLOW_DEBUG=1 for "
               "a traceback)", file=sys.stderr)
         return 1
+
+
+@contextlib.contextmanager
+def _warnings_as_lines():
+    """glow's warnings (GlowWarning) as one `glow: warning: ...` line each on stderr, each said
+    once; other libraries' warnings as Python shows them."""
+    import warnings
+
+    from .errors import GlowWarning
+
+    shown = warnings.showwarning
+    said: set[str] = set()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, GlowWarning):
+            return shown(message, category, filename, lineno, file, line)
+        text = " ".join(str(message).split())
+        if text not in said:
+            said.add(text)
+            print(f"glow: warning: {text}", file=sys.stderr)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 def argv_command(args) -> str:

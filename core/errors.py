@@ -43,6 +43,13 @@ class LoweringError(BackendError):
     """Ops that cannot be lowered to what a backend supports (all of them named)."""
 
 
+class GlowWarning(UserWarning):
+    """Something glow did instead of what was asked or declared, and went on: a model's declared
+    output shape that glow's inference (the ONNX spec) contradicts, nodes a backend cannot run
+    moved to the host. One line naming the node, op or backend. `warnings.simplefilter("error",
+    glow.GlowWarning)` turns them into errors; the CLI prints them as `glow: warning: ...`."""
+
+
 class InternalError(Exception):
     """A bug in glow (or in a backend plugin), not in the input: an exception other than a
     GlowError escaped compile, run or import. Deliberately not a GlowError, so that callers who
