@@ -485,18 +485,27 @@ def lower_tensor_scatter(rb, node, ins):
 
 def _rank_in_row(rb, node, x2, largest):
     """rank[r, i]: how many entries of row r come before entry i in TopK order (larger, or equal
-    at a lower index; smaller for largest=0). A row-against-itself comparison, chunked over i."""
+    at a lower index; smaller for largest=0). A row-against-itself comparison, chunked over i.
+    As in the reference's sort, a NaN is above every number and equal to another NaN."""
     rows, n = x2.type.shape
     step = _chunk(node, rows, n, n, 1, 8)
     if -(-n // step) > MAX_CHUNKS:
         return None
     xj = reshape_to(rb, x2, [rows, 1, n])
+    nan = rb.emit1("Not", [rb.emit1("Equal", [x2, x2])]) if x2.type.dtype.is_float else None
     ranks = []
     for i0 in range(0, n, step):
         i1 = min(n, i0 + step)
         xi = reshape_to(rb, slice_axis(rb, x2, 1, i0, i1), [rows, i1 - i0, 1])
-        ahead = rb.emit1("Greater" if largest else "Less", [xj, xi])
-        level = rb.emit1("Not", [rb.emit1("Less" if largest else "Greater", [xj, xi])])
+        above = rb.emit1("Greater", [xj, xi])  # entry j above entry i
+        below = rb.emit1("Less", [xj, xi])
+        if nan is not None:  # a NaN is above a number
+            nj = reshape_to(rb, nan, [rows, 1, n])
+            ni = reshape_to(rb, slice_axis(rb, nan, 1, i0, i1), [rows, i1 - i0, 1])
+            above = rb.emit1("Or", [above, rb.emit1("And", [nj, rb.emit1("Not", [ni])])])
+            below = rb.emit1("Or", [below, rb.emit1("And", [ni, rb.emit1("Not", [nj])])])
+        ahead = above if largest else below
+        level = rb.emit1("Not", [below if largest else above])
         before = np.arange(n)[None, None, :] < np.arange(i0, i1)[None, :, None]  # j < i: ties count
         beats = rb.emit1("Where", [rb.constant(before, name="mask"), level, ahead])
         beats = rb.emit1("Cast", [beats], {"to": dt.int64})
@@ -507,8 +516,8 @@ def _rank_in_row(rb, node, x2, largest):
 @lowering("TopK")
 def lower_top_k(rb, node, ins):
     # Rank every entry of a row (the axis moved last), then for each output slot p find the entry
-    # ranked p, and gather it. O(n^2) comparisons per row, chunked like the scatters; NaN entries
-    # are not ordered as the reference's sort orders them.
+    # ranked p, and gather it. O(n^2) comparisons per row, chunked like the scatters (the cpu
+    # backend's TopK kernel, backends/cpu/kernels/topk.py, is a heap: O(n log k)).
     x, k = ins
     shape, out = static_shape(x), node.outputs[0].type.shape
     if shape is None or not shape:
