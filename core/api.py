@@ -55,6 +55,12 @@ def compile(model, backend: str | None = None, *, native: str | None = None,
     `native="floor"` restricts the backend to the primitive floor (everything else is lowered).
     `optimize=False` skips the graph optimiser (and the backend's fusions): the graph is only lowered.
 
+    Nodes the backend cannot run (no kernel and no lowering to its ops: NonZero, strings), at
+    compile time or for the shapes a run brings, run on the host (the `reference` interpreter)
+    as partitions of their own: one `glow.GlowWarning` line says which, and the executable's
+    `.placement` says what runs where and why (glow.partition.host). `strict=True` refuses
+    instead, with a LoweringError naming every op.
+
     `devices=[...]` (logical device names, backend names, glow.Device objects; see
     glow.partition) partitions the model over those devices and returns one executable running
     the partitions together (`.placement` says what runs where and why). `pins` ({node name, op
@@ -129,13 +135,14 @@ def _compile(graph, backend, *, native, threads, devices, optimize, pins, bans, 
                                    optimize=optimize, replicas=replicas)
     if replicas != 1:
         raise BackendError("replicas= applies to devices=[...] (e.g. devices=['ray:cpu'], replicas=2)")
-    if pins or bans or strict:
-        raise BackendError("pins, bans and strict apply to multi-device compilation (devices=[...])")
+    if pins or bans:
+        raise BackendError("pins and bans apply to multi-device compilation (devices=[...])")
     reg = registry()
     be = reg.get(backend) if backend else reg.default()
     unknown = sorted(set(options) - set(be.options))
     if unknown:
         known = ", ".join(sorted(be.options)) or "none"
         raise InputError(f"backend '{be.name}' has no option '{unknown[0]}' (its options: {known})")
-    return compile_for_backend(graph, be, CompileOptions(native=native, threads=threads, backend_options=dict(options)),
+    return compile_for_backend(graph, be, CompileOptions(native=native, threads=threads, strict=strict,
+                                                         backend_options=dict(options)),
                                optimize=optimize, phase=phase)

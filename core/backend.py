@@ -49,6 +49,9 @@ class CompileOptions:
     threads: int | None = None
     device: Device | None = None
     verify: bool = False
+    #: refuse (a LoweringError naming every op) instead of running what the backend cannot on the
+    #: host (glow.partition.host): at compile time, and for an input signature at run time
+    strict: bool = False
     #: the backend's own options (`glow.compile(..., options={"isa": "avx2"})`), checked against
     #: `Backend.options` before the backend sees them
     backend_options: dict = field(default_factory=dict, compare=False, hash=False)
@@ -276,12 +279,12 @@ class Backend:
     """Subclass this to add a device type. Only `name` and `compile` are required.
 
     The whole contract glow relies on is declared here (nothing else is looked up by name):
-    `name`, `api_version`, `priority`, `description`; `check_available`, `devices`, `supports`,
-    `defers`, `native_ops`, `fusions`, `transform_graph`, `warm_up`, `compile`; for multi-device runs
-    `to_device` / `to_host` (with `Executable.run_device`, and `handle_kind`); for devices named
-    by the backend at run time, or served elsewhere, `find_device` and `bind` (glow.backends.ray); for
-    saved executables `load_saved`
-    (with `Executable._saved_state`); for ahead-of-time bundles `bundle`."""
+    `name`, `api_version`, `priority`, `description`, `options`, `specialises_shapes`;
+    `check_available`, `devices`, `supports`, `defers`, `native_ops`, `fusions`, `transform_graph`,
+    `warm_up`, `compile`; for multi-device runs `to_device` / `to_host` (with
+    `Executable.run_device`, and `handle_kind`); for devices named by the backend at run time, or
+    served elsewhere, `find_device` and `bind` (glow.backends.ray); for saved executables
+    `load_saved` (with `Executable._saved_state`); for ahead-of-time bundles `bundle`."""
 
     name: str = ""
     api_version: str = API_VERSION
@@ -303,6 +306,12 @@ class Backend:
     #: the caller, reads them). Ray's object references: a tensor moves node to node in Ray's
     #: object store. None: outputs come back to host memory after every partition.
     handle_kind: str | None = None
+    #: Whether this backend's code needs every shape known when it compiles: a graph with dynamic
+    #: shapes is compiled once per input signature (glow.flow.SpecializingExecutable). The
+    #: partitioner then prices a node whose shapes tensor data decides (glow.specialize.
+    #: data_shaped: a NonZero's rows) with a compile on every run, so such nodes go to the host
+    #: unless their arithmetic outweighs that.
+    specialises_shapes: bool = False
 
     def check_available(self) -> None:
         """Raise `BackendError("why")` when the library or device is missing."""

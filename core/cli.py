@@ -284,8 +284,8 @@ def _placement_args(p, required: bool):
                    help="run matching nodes (name, op, or glob over names) on DEV; repeatable")
     p.add_argument("--ban", action="append", default=[], metavar="NODE_OR_OP=DEV",
                    help="never run matching nodes on DEV; repeatable")
-    p.add_argument("--strict", action="store_true", help="error (naming every node) instead of falling "
-                   "back from the primary device")
+    p.add_argument("--strict", action="store_true", help="error (naming every node) instead of running "
+                   "what the backend (or the primary device) cannot run on the host")
     p.add_argument("--objective", choices=["latency", "throughput", "priority"], default="latency",
                    help="latency: fastest single request; throughput: balanced pipeline stages; "
                    "priority: first listed device that can run each node (what peers do)")
@@ -299,8 +299,8 @@ def _placement_kwargs(args) -> dict:
     devices = [d.strip() for d in (args.devices or "").split(",") if d.strip()]
     if args.devices is not None and not devices:
         raise InputError("--devices: no device named")
-    if not devices and (args.pin or args.ban or args.strict):
-        raise InputError("--pin, --ban and --strict need --devices")
+    if not devices and (args.pin or args.ban):
+        raise InputError("--pin and --ban need --devices")
     pins = dict(_pattern_pair(x, "--pin") for x in args.pin)
     bans: dict[str, list[str]] = {}
     for x in args.ban:
@@ -393,7 +393,8 @@ def cmd_run(args) -> int:
             exe = api.compile(graph, native=args.native, threads=args.threads, progress=ph.start, **placement)
         else:
             exe = api.compile_imported(args.model, graph, backend=args.backend, native=args.native,
-                                       threads=args.threads, progress=ph.start, cache=True)
+                                       threads=args.threads, progress=ph.start, cache=True,
+                                       strict=placement["strict"])
         if not saved:
             compile_s = time.perf_counter() - t0
     if placement["devices"]:

@@ -40,7 +40,12 @@ class BackendError(GlowError):
 
 
 class LoweringError(BackendError):
-    """Ops that cannot be lowered to what a backend supports (all of them named)."""
+    """Ops that cannot be lowered to what a backend supports (all of them named). `ops` maps each
+    such op name to its count of nodes (empty for a lowering that did not settle)."""
+
+    def __init__(self, message: str, ops: dict | None = None):
+        super().__init__(message)
+        self.ops = dict(ops or {})
 
 
 class GlowWarning(UserWarning):
@@ -48,6 +53,21 @@ class GlowWarning(UserWarning):
     output shape that glow's inference (the ONNX spec) contradicts, nodes a backend cannot run
     moved to the host. One line naming the node, op or backend. `warnings.simplefilter("error",
     glow.GlowWarning)` turns them into errors; the CLI prints them as `glow: warning: ...`."""
+
+
+def warn(message: str) -> None:
+    """Issue a GlowWarning attributed to the caller's line outside glow (where the user called
+    compile or run), so that Python's once-per-location filter and its report point there."""
+    import os
+    import sys
+    import warnings
+
+    ours = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                 for m in (sys.modules[__package__], sys.modules.get(f"{__package__}.backends")) if m is not None)
+    level, frame = 2, sys._getframe(1)  # stacklevel 2: warn's caller
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(ours):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(" ".join(str(message).split()), GlowWarning, stacklevel=level)
 
 
 class InternalError(Exception):

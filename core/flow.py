@@ -157,20 +157,24 @@ def compile_for_backend(graph: Graph, be, options: CompileOptions, *, optimize: 
                         phase: Callable[[str], None] = lambda name: None) -> Executable:
     """The single-device flow: optimise, lower, transform, fuse, compile. `optimize=False` only
     lowers (no optimiser, no backend transforms or fusions). `phase(name)` is called as each of
-    "optimise", "lower", "compile" starts."""
+    "optimise", "lower", "compile" starts. Nodes the backend cannot run go to the host
+    (glow.partition.host: a partitioned executable and one warning), unless `options.strict`."""
     be.warm_up(options.device)  # e.g. a device compiler starting up while the passes run
     if optimize:
         from .passes import optimize_graph
 
         phase("optimise")
         graph = optimize_graph(graph, supports=native_support(be, options.native))
-        phase("lower")
-        graph = backend_graph(graph, be, options.native)
-    else:
-        phase("lower")
-        graph = lower_for_backend(graph, be, options.native)
+    phase("lower")
+    try:
+        lowered = backend_graph(graph, be, options.native) if optimize else lower_for_backend(graph, be, options.native)
+    except LoweringError as e:  # nodes the backend cannot run: on the host, unless strict
+        from .partition.host import compile_with_host
+
+        phase("compile")
+        return compile_with_host(graph, be, options, e, optimize=optimize)
     phase("compile")
-    return compile_lowered(graph, be, options)
+    return compile_lowered(lowered, be, options)
 
 
 def compile_lowered(graph: Graph, be, options: CompileOptions) -> Executable:
@@ -210,7 +214,12 @@ def tiered() -> bool:
 class NeedsInputValues(BackendError):
     """Raised by a backend's static compile when a kernel needs, at compile time, the value of
     an operand that is only known at run time (pads, axes, slice bounds fed as inputs). The
-    specialising executable then also specialises on the values of every small integer input."""
+    specialising executable then also specialises on the values of every small integer input;
+    if that does not settle it, the nodes of `ops` ({op name: count}) run on the host."""
+
+    def __init__(self, message: str, ops: dict | None = None):
+        super().__init__(message)
+        self.ops = dict(ops or {})
 
 
 class SpecializingExecutable(Executable):
@@ -249,6 +258,9 @@ class SpecializingExecutable(Executable):
         self._interpreted = 0  # calls answered by the interpreter while a compile ran
         self._background: ThreadPoolExecutor | None = None
         self._queued: list[Callable[[], None]] = []  # compiles to submit once their call answered
+        #: the placement of the latest input signature some of whose nodes run on the host (None:
+        #: none has): what ran where and why (glow.partition.host)
+        self.placement = None
 
     def _key(self, feeds) -> tuple:
         from .specialize import signature
@@ -362,13 +374,18 @@ class SpecializingExecutable(Executable):
         t0 = time.perf_counter()
         while True:
             with compiling(), sizes_varying(symbolic_sizes(self.graph, feeds)):
-                g = self.specialized_graph(feeds)
                 try:
+                    g = self.specialized_graph(feeds)
                     exe = self.compile_static(g)
                     break
-                except NeedsInputValues:  # a kernel wants an operand's value at compile time
-                    if not self._widen():
-                        raise
+                except NeedsInputValues as e:  # a kernel wants an operand's value at compile time
+                    if self._widen():
+                        continue
+                    exe = self._with_host(feeds, e)
+                    break
+                except LoweringError as e:  # nothing runs these nodes here, for these shapes
+                    exe = self._with_host(feeds, e)
+                    break
         with self._lock:
             self._compiles += 1
             self._compile_s += time.perf_counter() - t0
@@ -376,10 +393,35 @@ class SpecializingExecutable(Executable):
         return exe
 
     def _check_static(self, g: Graph) -> None:
-        left = sorted({n.op.name for n in g.nodes if not all(getattr(v.type, "is_static", True) for v in n.outputs)})
+        from collections import Counter
+
+        left = Counter(n.op.name for n in g.nodes if not all(getattr(v.type, "is_static", True) for v in n.outputs))
         if left:
-            raise BackendError(f"backend '{self.static_backend.name}': shapes in graph '{self.graph.name}' stay "
-                               f"unknown after specialisation: they depend on data ({', '.join(left)})")
+            raise LoweringError(f"backend '{self.static_backend.name}': shapes in graph '{self.graph.name}' stay "
+                                f"unknown after specialisation: they depend on data ({', '.join(sorted(left))})",
+                                dict(left))
+
+    def _with_host(self, feeds, why) -> Executable:
+        """The executable for these inputs when the backend cannot run some nodes for their shapes
+        (`why` names them): the specialised graph placed over the backend and the host
+        (glow.partition.host), those ops kept off the backend so that a partition placed there
+        compiles. Under `options.strict`, `why` is raised."""
+        from .partition.host import compile_with_host
+        from .passes import optimize_graph
+        from .specialize import specialize
+
+        if self._source is None:
+            from .passes.fusion import unfuse
+
+            self._source = unfuse(self.graph)
+        g, _ = specialize(self._source, feeds, self._values)
+        g = optimize_graph(g, supports=native_support(self.static_backend, self.options.native))
+        shapes = ", ".join(f"{k}{list(v.shape)}" for k, v in feeds.items() if isinstance(v, np.ndarray))
+        exe = compile_with_host(g, self.static_backend, self.options, why, when=f" for inputs {shapes}",
+                                avoid=set(getattr(why, "ops", ()) or ()))
+        with self._lock:
+            self.placement = exe.placement
+        return exe
 
     def _run(self, feeds):
         found = self.specialized(feeds, tier=True)

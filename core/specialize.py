@@ -8,6 +8,7 @@ constants so that the shape rules see them. Every other input is data, whatever 
 ids, attention masks, gather indices are never specialised on.
 
     deciding_inputs(graph)            the inputs whose values decide a shape
+    data_shaped(graph)                the values whose shapes tensor data decides (no signature does)
     deferrable(node, has_code)        whether a code-generating backend leaves `node` to this
     specialize(graph, feeds, names)   the static graph for these feeds, `names` made constants
     signature(graph, feeds, names)    its cache key
@@ -169,6 +170,50 @@ def value_determined(v, inputs_may_specialise: bool = True, limit: int = 10_000)
         if not seen[id(x)]:
             return False
     return bool(seen.get(id(v), False))
+
+
+def data_shaped(graph: Graph) -> set[int]:
+    """ids of the values whose shapes tensor *data* decides: a NonZero's rows, a TopK whose k is
+    a ReduceMin over them, a Reshape to a shape computed from activations, and everything whose
+    shape follows from one of these. Specialising on input shapes and small integer inputs does
+    not settle them: a backend that compiles per input signature would compile them again on
+    nearly every run, since other data gives other shapes (glow.partition keeps them on the host
+    where it can). Values whose shapes only symbolic input dims decide (a batch) are not here.
+
+    One forward pass: a value is *determined* when it is a constant, a small integer graph input,
+    the Shape or Size of a value not data-shaped, or a pure op's result over determined values;
+    an output of unknown shape is data-shaped when its node reads a data-shaped value or an
+    operand deciding its shape (`shape_operands`; for control flow, its condition and trip count)
+    that is not determined."""
+    from .lowering import is_host_op
+
+    shaped: set[int] = set()
+    determined: set[int] = set()
+    for v in graph.inputs:
+        if specializable(v.type):
+            determined.add(id(v))
+
+    def known(v) -> bool:
+        return v is None or v.is_constant or id(v) in determined
+
+    for n in graph.nodes:
+        ins = [v for v in (*n.inputs, *n.captures) if v is not None]
+        if n.op.known_value is not None and n.op.pure:  # Shape, Size
+            if not any(id(v) in shaped for v in ins):
+                determined.update(id(o) for o in n.outputs)
+        elif n.op.pure and not is_host_op(n.op) and not n.captures and all(known(v) for v in n.inputs):
+            determined.update(id(o) for o in n.outputs)
+        unknown = [o for o in n.outputs if not (isinstance(o.type, dt.TensorType) and o.type.is_static)]
+        if not unknown:
+            continue
+        if n.op.has_subgraphs:
+            deciding = [v for v in n.inputs if v is not None]
+        else:
+            deciding = shape_operands(n)
+        if any(id(v) in shaped for v in ins) or not all(known(v) for v in deciding) or (
+                not n.op.pure or is_host_op(n.op)):
+            shaped.update(id(o) for o in unknown)
+    return shaped
 
 
 def deciding_inputs(graph: Graph) -> frozenset[str]:

@@ -122,12 +122,19 @@ def _compress_model():
 @pytest.mark.parametrize("device", ["opencl", "cpu"])
 def test_host_op_falls_back_to_the_host(device):
     """A device backend refuses a host op at compile time (it never defers it to run time), so
-    the partitioner places it on the host and the rest on the device."""
+    the partitioner places it on the host and the rest on the device: by default with one warning
+    (glow.partition.host), an error under strict=True."""
     if device not in glow.available_backends():
         pytest.skip(f"{device} backend not available here")
     model = _compress_model()
-    with pytest.raises(glow.GlowError, match="Compress"):
-        glow.compile(model, backend=device)
+    with pytest.raises(glow.LoweringError, match="Compress"):
+        glow.compile(model, backend=device, strict=True)
+    with pytest.warns(glow.GlowWarning, match=f"backend '{device}' cannot run Compress"):
+        exe = glow.compile(model, backend=device)
+    assert exe.placement.device_of["compress"] == "reference"
+    x = np.arange(-9, 9, dtype=np.float32).reshape(6, 3)
+    c = np.array([1, 0, 1, 1, 0, 1], bool)
+    np.testing.assert_array_equal(exe.run({"x": x, "c": c})["y"], -np.maximum(x, 0)[c])
     with glow.compile(model, devices=[device, "reference"], pins={"Relu": device, "Neg": device}) as exe:
         assert exe.placement.device_of == {"relu": device, "compress": "reference", "neg": device}
         x = np.arange(-9, 9, dtype=np.float32).reshape(6, 3)

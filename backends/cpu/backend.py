@@ -78,6 +78,8 @@ class CpuBackend(Backend):
         except Exception as e:  # noqa: BLE001 - the reason is what `glow backends` shows
             raise BackendError(f"llvmlite cannot target this CPU: {e}") from e
 
+    specialises_shapes = True  # one program per input signature for dynamic graphs
+
     # -- what runs natively ----------------------------------------------------------------------
     #: Leave nodes that specialisation will settle for later (off for specialised graphs).
     defer = True

@@ -408,7 +408,11 @@ class Codegen:
         if instr.kind == "fused":
             return elementwise.emit_fused(self, instr)
         kd = self.kernel_for(instr)
-        kd.emit(self, instr)
+        try:
+            kd.emit(self, instr)
+        except NeedsConstant as e:  # whose kernel it was: those nodes go to the host if nothing settles it
+            e.ops = {**e.ops, instr.op.name: e.ops.get(instr.op.name, 0) + 1}
+            raise
         if instr.expr is not None and not kd.epilogue:
             elementwise.emit_epilogue(self, instr)  # a second phase: after every chunk of the kernel
 

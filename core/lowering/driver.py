@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+import numpy as np
+
 from .. import dtypes as dt
 from ..errors import GraphError, LoweringError
 from ..graph import Graph, Node
@@ -43,6 +45,9 @@ def lower_to_supported(graph: Graph, supports: Callable[[Node], bool], backend: 
         def visit(rb, node, inputs, stuck=stuck):
             if supports(node):
                 return None
+            empty = _empty_outputs(rb, node)
+            if empty is not None:
+                return empty
             rule = rule_for(node.op.name, node.op.domain)
             outs = None
             if rule is not None:
@@ -69,10 +74,29 @@ def lower_to_supported(graph: Graph, supports: Callable[[Node], bool], backend: 
             if stuck:
                 listing = ", ".join(f"{op} (x{n})" for op, n in sorted(stuck.items()))
                 raise LoweringError(f"backend '{backend}' cannot run {len(stuck)} op type(s), which "
-                                    f"have no lowering to its supported ops: {listing}")
+                                    f"have no lowering to its supported ops: {listing}", dict(stuck))
             return graph
     raise LoweringError(f"lowering for backend '{backend}' did not reach a fixed point in "
                         f"{MAX_ROUNDS} rounds (a rule lowers to an op that lowers back)")
+
+
+def _empty_outputs(rb, node: Node):
+    """Empty constants for a pure node whose every output is a static tensor with no elements, or
+    None. Such outputs hold no values, so no rule is needed, whatever the op: rules may then
+    assume something to compute (a scale, a reshape to a non-empty row, a tap table), and an
+    empty tensor still flows through every op on every backend."""
+    if not node.outputs or not node.op.pure or node.op.has_subgraphs or node.captures:
+        return None
+    outs = []
+    for o in node.outputs:
+        t = o.type
+        if not (isinstance(t, dt.TensorType) and t.is_static and t.numel == 0):
+            return None
+        c = rb.constant(np.zeros(t.shape, t.dtype.np), name=o.name)
+        if c.type != t:  # a quantized type (scale and offset) has no plain constant of its own
+            return None
+        outs.append(c)
+    return outs
 
 
 def _nbytes(v) -> int | None:

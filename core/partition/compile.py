@@ -25,7 +25,8 @@ def compile_for_device(graph: Graph, target: Target, *, threads: int | None = No
     native = target.native
     graph = backend_graph(graph, be, native) if optimize else lower_for_backend(graph, be, native)
     threads = target.device.extra.get("threads", threads) if threads is None else threads
-    options = CompileOptions(native=native, threads=threads, device=target.device)
+    options = CompileOptions(native=native, threads=threads, device=target.device,
+                             backend_options=dict(target.options))
     return compile_lowered(graph, target.backend, options)
 
 

@@ -14,7 +14,7 @@ Names must be unique; a repeated one gets "#1", "#2", ... appended.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..backend import Backend, Device
 from ..errors import BackendError, GlowError
@@ -39,6 +39,9 @@ class Target:
     device: Device
     backend: Backend
     native: str | None = None  # "floor": the backend is restricted to the primitive floor
+    #: the backend's own options for this device's partitions (`glow.compile(..., options=)`, kept
+    #: when nodes the backend cannot run go to the host: glow.partition.host)
+    options: dict = field(default_factory=dict, compare=False, hash=False)
 
     def supports(self, node: Node) -> bool:
         """Runs `node` natively: the backend's predicate, narrowed to the device's op list."""

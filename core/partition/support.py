@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GlowError
+from ..errors import GlowError, LoweringError
 from ..graph import Graph, GraphBuilder, Node
 from ..lowering import lower_to_supported
 from .devices import Target
@@ -37,11 +37,12 @@ def feasibility(graph: Graph, targets: list[Target]) -> dict[str, dict[str, str 
 def _try_lowering(node: Node, target: Target) -> str | None:
     try:
         lower_to_supported(_alone(node), target.supports, target.name)
+    except LoweringError as e:
+        if not e.ops:
+            return str(e)
+        return f"{target.name} cannot run " + ", ".join(f"{op} (x{n})" for op, n in sorted(e.ops.items()))
     except GlowError as e:
-        msg = str(e)
-        # "backend 'x' cannot run N op type(s), which have no lowering ...: A (x1), B (x2)"
-        _, _, ops = msg.rpartition(": ")
-        return f"{target.name} cannot run {ops}" if "cannot run" in msg else msg
+        return str(e)
     return None
 
 

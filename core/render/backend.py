@@ -36,6 +36,7 @@ class Compiled:
 
 class CStyleBackend(Backend):
     renderer = None  # a CStyleRenderer instance (the dialect)
+    specialises_shapes = True  # one program per input signature for dynamic graphs
 
     def supports(self, node) -> bool:
         from ..passes.fusion import FUSED_OPS
@@ -100,11 +101,14 @@ class CStyleBackend(Backend):
 
         def compile_static(g: Graph) -> Executable:
             if not self.fully_renderable(g):  # index operands still computed at run time
+                from collections import Counter
+
                 from ..flow import NeedsInputValues
 
-                ops = sorted({n.op.name for n in g.nodes if n.op not in FUSED_OPS and not renders(n, self.renderer)})
-                raise NeedsInputValues(f"backend '{self.name}': graph '{g.name}': no kernel for {', '.join(ops)} "
-                                       f"while its index operands are computed from data")
+                ops = Counter(n.op.name for n in g.nodes if n.op not in FUSED_OPS and not renders(n, self.renderer))
+                raise NeedsInputValues(f"backend '{self.name}': graph '{g.name}': no kernel for "
+                                       f"{', '.join(sorted(ops))} while its index operands are computed from data",
+                                       dict(ops))
             return self.make_executable(g, self.compile_graph(g, params), device)
 
         if not self.fully_renderable(graph):

@@ -176,7 +176,8 @@ class Kit:
     def _compile(self, model, **kw):
         import glow
 
-        return glow.compile(model, backend=self.name, native=self.native, **kw)
+        # strict: what the backend itself runs (the host takes nothing); fallback is its own section
+        return glow.compile(model, backend=self.name, native=self.native, strict=True, **kw)
 
     def _run_record(self, rec: OpRecord):
         from ..interpreter import run_graph

@@ -148,7 +148,7 @@ def run_model_case(case: ModelCase, backend: str = "reference", native: str | No
     from .compare import mismatch
 
     try:
-        exe = glow.compile(case.model_path, backend=backend, native=native)
+        exe = glow.compile(case.model_path, backend=backend, native=native, strict=True)  # the backend alone
     except Exception as e:  # noqa: BLE001
         return f"compile: {type(e).__name__}: {e}"
     model = case.load()

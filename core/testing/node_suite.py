@@ -91,7 +91,7 @@ def run_case(case, backend: str = "reference", native: str | None = None,
         if fallback:
             exe = glow.compile(model, devices=[backend, fallback], native=native)
         else:
-            exe = glow.compile(model, backend=backend, native=native)
+            exe = glow.compile(model, backend=backend, native=native, strict=True)  # the backend alone
     except Exception as e:  # noqa: BLE001 - reported as the case's failure
         return f"compile: {type(e).__name__}: {e}"
     init = {t.name for t in model.graph.initializer}

@@ -14,7 +14,7 @@ from .shrink import save, shrink
 
 
 def fuzz(backend, count, seed=0, *, native=None, timeout=60.0, jobs=1, out="fuzz-failures", ops=None,
-         max_nodes=8, use_ort=None, do_shrink=True, start=0, log=None, twice=False) -> dict:
+         max_nodes=8, use_ort=None, do_shrink=True, start=0, log=None, twice=False, strict=False) -> dict:
     """Run `count` random graphs (indices start..start+count-1 of `seed`); returns the summary."""
     results = {}
     lock = threading.Lock()
@@ -22,7 +22,7 @@ def fuzz(backend, count, seed=0, *, native=None, timeout=60.0, jobs=1, out="fuzz
     tag = backend + ("-floor" if native == "floor" else "")
 
     def work():
-        runner = Runner(backend, native, timeout, use_ort, twice)
+        runner = Runner(backend, native, timeout, use_ort, twice, strict)
         try:
             while True:
                 with lock:
@@ -63,7 +63,7 @@ def fuzz(backend, count, seed=0, *, native=None, timeout=60.0, jobs=1, out="fuzz
                 categories=dict(cats), ops_covered=len(covered), op_counts=dict(covered),
                 failures=[results[i] for i in sorted(results) if results[i]["category"] in FAILING],
                 notes=[results[i] for i in sorted(results)
-                       if results[i]["category"] in ("refused", "both-refuse", "ambiguous")],
+                       if results[i]["category"] in ("on-host", "refused", "both-refuse", "ambiguous")],
                 ort=have_ort() if use_ort is None else use_ort,
                 ort_compared=sum(v.get("ort") == "ok" for v in results.values()))
 
@@ -76,7 +76,7 @@ def report(s: dict, file=sys.stdout) -> None:
       + (f"{s['ort_compared']} also compared with onnxruntime" if s["ort"] else "onnxruntime not used"))
     p("  " + ", ".join(f"{k} {c.get(k, 0)}" for k in
                        ("pass", "mismatch", "ort-mismatch", "error", "internal", "crash", "hang",
-                        "unstable", "refused", "both-refuse", "ambiguous")))
+                        "unstable", "on-host", "refused", "both-refuse", "ambiguous")))
     for v in s["failures"]:
         where = f" -> {v['saved']} ({', '.join(v.get('minimal_ops', []))})" if v.get("saved") else ""
         p(f"  FAIL #{v['index']} {v['category']}: {v['detail'][:300]}{where}")
@@ -106,6 +106,9 @@ def main(argv=None) -> int:
     ap.add_argument("--twice", action="store_true",
                     help="compile each graph twice in the worker; different outputs are 'unstable'")
     ap.add_argument("--list-ops", action="store_true", help="print the ops the generator knows and exit")
+    ap.add_argument("--strict", action="store_true",
+                    help="compile with strict=True: what the backend cannot run is refused ('refused'), not run "
+                         "on the host ('on-host')")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line per graph")
     a = ap.parse_args(argv)
     if a.list_ops:
@@ -131,6 +134,6 @@ def main(argv=None) -> int:
     with graphs:
         s = fuzz(a.backend, a.count, a.seed, native=a.native, timeout=a.timeout, jobs=a.jobs, out=a.out,
                  ops=ops, max_nodes=a.max_nodes, use_ort=False if a.no_ort else None,
-                 do_shrink=not a.no_shrink, start=a.start, log=tick, twice=a.twice)
+                 do_shrink=not a.no_shrink, start=a.start, log=tick, twice=a.twice, strict=a.strict)
     report(s)
     return 1 if s["failures"] else 0

@@ -1,8 +1,9 @@
 """Running one case on the backend, the reference and onnxruntime, and classifying the result.
 
-Categories (see docs/fuzzing.md): pass; both-refuse (the reference and the backend raise a
-GlowError: a model glow does not take, consistently); refused (the reference runs it, the backend
-says UnsupportedOp/Lowering/Backend error); ambiguous (glow's backends agree, onnxruntime differs
+Categories (see docs/fuzzing.md): pass; on-host (right, with nodes the backend cannot run on the
+host: glow.partition.host); both-refuse (the reference and the backend raise a
+GlowError: a model glow does not take, consistently); refused (strict=True only: the reference runs
+it, the backend says UnsupportedOp/Lowering/Backend error); ambiguous (glow's backends agree, onnxruntime differs
 and onnx.reference does not side with onnxruntime: a spec ambiguity, verdict recorded). Failures:
 mismatch (backend != reference), ort-mismatch (glow != onnxruntime and onnx.reference agrees with
 onnxruntime), error (one side raises a GlowError the other does not), internal (a non-GlowError
@@ -161,8 +162,8 @@ def onnx_reference(model_bytes, feeds) -> dict | None:
 class Runner:
     """Runs cases for one backend: a glow worker (reference + backend) and, if installed, an ort one."""
 
-    def __init__(self, backend, native=None, timeout=60.0, use_ort=None, twice=False):
-        self.backend, self.native, self.twice = backend, native, twice
+    def __init__(self, backend, native=None, timeout=60.0, use_ort=None, twice=False, strict=False):
+        self.backend, self.native, self.twice, self.strict = backend, native, twice, strict
         self.glow = Worker("glow", timeout)
         self.ort = Worker("ort", timeout) if (have_ort() if use_ort is None else use_ort) else None
 
@@ -178,7 +179,8 @@ class Runner:
         if self.backend == "reference" and self.native is None:
             be = ref
         else:
-            be = self.glow.call(dict(req, backend=self.backend, native=self.native, twice=self.twice))
+            be = self.glow.call(dict(req, backend=self.backend, native=self.native, twice=self.twice,
+                                     strict=self.strict))
         ort = self.ort.call(req) if self.ort else None
         half = uses_float16(model_bytes)
         v = classify(ref, be, ort, self.backend == "reference" and self.native is None, half)
@@ -228,4 +230,7 @@ def classify(ref, be, ort, same, half=False) -> dict:
         m = compare_outputs(ort["outputs"], ref["outputs"], half)
         if m:
             return dict(category="ort-mismatch", detail=f"glow vs onnxruntime: {m}")
+    if be.get("host"):  # right, with what the backend cannot run on the host (glow.partition.host)
+        return dict(category="on-host", detail=f"on the host: {be['host']}", ort=ort["status"] if ort else
+                    "not installed")
     return dict(category="pass", detail="", ort=ort["status"] if ort else "not installed")
