@@ -85,6 +85,15 @@ def crop(rb, v, axes, starts, counts):
     return strided(rb, v, axes, [s + begin[a] for a, s in zip(axes, starts)], counts, [1] * len(axes))
 
 
+def zeros_from_empty(rb, v, sizes):
+    """Zeros shaped like the empty tensor v but with `sizes[axis]` elements along each given axis
+    (other dims, a dynamic batch included, stay as they are): each such axis is sliced empty and
+    padded. What a contraction over nothing (no input channels) leaves."""
+    r = len(v.type.shape)
+    v = strided(rb, v, list(sizes), [0] * len(sizes), [0] * len(sizes), [1] * len(sizes))
+    return pad(rb, v, [0] * r, [sizes.get(a, 0) for a in range(r)])
+
+
 def concat(rb, vs, axis):
     return vs[0] if len(vs) == 1 else rb.emit1("Concat", list(vs), {"axis": axis})
 
@@ -254,6 +263,9 @@ def lower_conv(rb, node, ins):
         return None
     ct = CONV_ACCUMULATE.get(x.type.dtype, x.type.dtype)
     x, b = (v if v is None else narrow(rb, v, ct) for v in (x, b))
+    if w.type.shape[1] == 0:  # no input channels: every output is the bias alone
+        y = zeros_from_empty(rb, x, {1: w.type.shape[0], **{2 + i: o for i, o in enumerate(geo[0])}})
+        return [narrow(rb, add_bias(rb, y, b), node.outputs[0].type.dtype)]
     y = correlate(rb, x, w, node.attrs["group"], *geo, patch_budget(node, ct, x, w, node.outputs[0]))
     return [narrow(rb, add_bias(rb, y, b), node.outputs[0].type.dtype)]
 
@@ -274,6 +286,9 @@ def lower_conv_transpose(rb, node, ins):
     g, c, mg = a["group"], xs[1], ws[1]
     m, cg, kk, p_in = g * mg, c // g, math.prod(kernel), math.prod(in_sp)
     x, w, b = widen(rb, [x, w, b])
+    if c == 0:  # no input channels: every output is the bias alone
+        y = zeros_from_empty(rb, x, {1: m, **{2 + i: o for i, o in enumerate(out)}})
+        return [narrow(rb, add_bias(rb, y, b), node.outputs[0].type.dtype)]
     budget = patch_budget(node, x.type.dtype, x, w, node.outputs[0])
     # Every phase's canvas spans the input plus the largest shift of a kernel position.
     shift = [(kernel[i] - 1) * d[i] // s[i] for i in range(nsp)]
@@ -340,6 +355,9 @@ def lower_deform_conv(rb, node, ins):
     kk, pp, hw = math.prod(kernel), math.prod(out), math.prod(in_sp)
     cog, cg, mg = c // og, c // grp, m // grp
     x, w, offset, b, mask = widen(rb, [x, w, offset, b, mask])
+    if c == 0:  # no input channels: every output is the bias alone
+        y = zeros_from_empty(rb, x, {1: m, **{2 + i: o for i, o in enumerate(out)}})
+        return [narrow(rb, add_bias(rb, y, b), node.outputs[0].type.dtype)]
     budget = patch_budget(node, x.type.dtype, x, w, offset, node.outputs[0])
     off = reshape(rb, offset, [n, og, kk, nsp, pp])
     # Undeformed positions o * s - pb + k * d per axis, (kk, pp), plus the offsets.

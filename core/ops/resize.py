@@ -65,18 +65,22 @@ def resize_geometry(fail, in_shape, scales, sizes, axes, policy):
         raise fail(f"sizes has {len(sizes)} values, expected {len(axes)} (one per resized axis)")
     if any(v < 0 for v in sizes):
         raise fail(f"sizes {sizes} must be non-negative")
-    known = all(isinstance(in_shape[a], int) and in_shape[a] > 0 for a in axes)
+    # An empty input axis has no scale (size / 0): it is filled, never sampled, so 1.0 stands in
+    # (as for sizes known only at run time in the lowering), and it says nothing about the aspect
+    # ratio (any scale keeps it empty), so the policies take the other axes' ratios, as
+    # onnxruntime's shape inference does; with every resized axis empty the scale is 1.
     if policy == "stretch":
         for a, v in zip(axes, sizes):
             out[a] = v
-            scale[a] = v / in_shape[a] if isinstance(in_shape[a], int) and in_shape[a] else None
+            d = in_shape[a]
+            scale[a] = (v / d if d else 1.0) if isinstance(d, int) else None
         return out, scale, axes
-    if not known:
+    if not all(isinstance(in_shape[a], int) for a in axes):
         for a in axes:
             out[a], scale[a] = None, None
         return out, scale, axes
-    ratios = [v / in_shape[a] for a, v in zip(axes, sizes)]
-    s = min(ratios) if policy == "not_larger" else max(ratios)
+    ratios = [v / in_shape[a] for a, v in zip(axes, sizes) if in_shape[a] > 0]
+    s = 1.0 if not ratios else min(ratios) if policy == "not_larger" else max(ratios)
     for a in axes:
         scale[a] = s
         out[a] = int(s * in_shape[a] + 0.5)  # round half up
