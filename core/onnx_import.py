@@ -21,7 +21,7 @@ import onnx
 from onnx import AttributeProto, numpy_helper
 
 from . import dtypes as dt
-from .errors import GlowError, GraphError, ModelLoadError, UnsupportedOpError, internal_errors
+from .errors import GlowError, GraphError, ModelLoadError, UnsupportedOpError, internal_errors, warn
 from .fileio import read_regular_file
 from .graph import Graph, GraphBuilder, Value
 from .limits import check_alloc
@@ -264,8 +264,16 @@ class Importer:
     def _refine(self, v: Value, tp: onnx.TypeProto, node):
         """Use the model's declared type (value_info, graph outputs) where inference knows less.
 
-        Inference stays the authority: a declared type may only fill in unknown dims, and one that
-        contradicts the inferred type is an error naming the node.
+        Inference stays the authority: a declared type may only fill in unknown dims. A declared
+        element type that contradicts the inferred one is an error naming the node (onnxruntime
+        refuses it too); a declared *shape* that contradicts it (a dim or the rank) never refuses
+        the model: glow's shape rules follow the ONNX spec, so one GlowWarning names the node and
+        the value and the computed shape is kept, as onnxruntime keeps its own ("falling back to
+        lenient merge"). Exporters and hand-edited models get declared shapes wrong; where they
+        differ from onnxruntime it is onnxruntime that departs from the spec (issue 40, item 6:
+        a backward Slice whose end is INT_MAX is empty, as the spec clamps ends to [-1, dim-1];
+        MaxPool with SAME_* padding and dilations has ceil(in / stride) outputs, where
+        onnxruntime drops the padding).
         """
         if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape") or \
                 not isinstance(v.type, dt.TensorType):
@@ -281,13 +289,12 @@ class Importer:
         if have.shape is None:
             v.type = dt.TensorType(declared.shape, have.dtype)
             return
-        if len(declared.shape) != len(have.shape):
-            raise GraphError(f"{where}: output '{v.name}' is declared {declared} but computes {have}")
-        dims = []
-        for d, h in zip(declared.shape, have.shape):
-            if isinstance(h, int) and isinstance(d, int) and d != h:
-                raise GraphError(f"{where}: output '{v.name}' is declared {declared} but computes {have}")
-            dims.append(h if isinstance(h, int) or not isinstance(d, int) else d)
+        if len(declared.shape) != len(have.shape) or any(
+                isinstance(h, int) and isinstance(d, int) and d != h for d, h in zip(declared.shape, have.shape)):
+            warn(f"{where}: output '{v.name}' is declared {declared} but computes {have} (glow's shape "
+                 "follows the ONNX spec); the computed shape is used")
+            return
+        dims = [h if isinstance(h, int) or not isinstance(d, int) else d for d, h in zip(declared.shape, have.shape)]
         v.type = dt.TensorType(tuple(dims), have.dtype)
 
     def import_node(self, node: onnx.NodeProto, inputs, scope: Scope) -> list[Value]:

@@ -114,3 +114,85 @@ def test_onnx_backend_interface():
 def test_save_load_roundtrip_from_file(tmp_path):
     onnx.save(add_const_model(), tmp_path / "m.onnx")
     assert glow.load_onnx(str(tmp_path / "m.onnx")).output_names == ["y"]
+
+
+# -- declared shapes never refuse a model (issue 40, item 6) ----------------------------------------
+# A graph output or value_info whose shape contradicts glow's inference is one GlowWarning naming
+# the node and the value; the computed shape (the ONNX spec's) is used. onnxruntime disagrees with
+# the spec in both models below: it keeps one row of a backward Slice whose end is INT_MAX (the
+# spec clamps ends to [-1, dim-1] for negative steps: nothing is left), and it gives MaxPool with
+# SAME_LOWER and dilations 2 outputs of 6 rows (the spec: ceil(6 / 2) = 3, with one row of padding
+# in front). onnx's own shape inference agrees with glow on both.
+
+INT_MAX = 2**31 - 1
+
+
+def _slice_model(declared):
+    from onnx import numpy_helper
+
+    inits = [numpy_helper.from_array(np.asarray(v, np.int64), k) for k, v in
+             (("starts", [1, -2**31]), ("ends", [INT_MAX, INT_MAX]), ("axes", [0, 1]), ("steps", [-1, 2]))]
+    node = helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"], name="sl")
+    return make_model([node], [("x", TensorProto.FLOAT, [1, 7, 1, 11])], [("y", TensorProto.FLOAT, declared)],
+                      inits, opset=13)
+
+
+def _maxpool_model(declared):
+    node = helper.make_node("MaxPool", ["x"], ["y"], name="mp", auto_pad="SAME_LOWER", dilations=[2, 1],
+                            kernel_shape=[2, 1], strides=[2, 2])
+    return make_model([node], [("x", TensorProto.FLOAT, [1, 1, 6, 5])], [("y", TensorProto.FLOAT, declared)],
+                      opset=12)
+
+
+def _maxpool_expected(x):
+    # SAME_LOWER: (3 - 1) * 2 + (2 - 1) * 2 + 1 - 6 = 1 row of padding, in front; windows read rows
+    # (2i - 1, 2i + 1) and columns 0, 2, 4.
+    xp = np.concatenate([np.full((1, 1, 1, 5), -np.inf, np.float32), x], axis=2)
+    return np.maximum(xp[:, :, 0:6:2], xp[:, :, 2:7:2])[:, :, :, ::2]
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("case", ["slice", "maxpool"])
+def test_a_contradicting_declared_shape_is_one_warning(case, backend):
+    import warnings
+
+    from helpers import backend_unavailable
+
+    if backend_unavailable(backend):
+        pytest.skip(backend_unavailable(backend))
+    x = np.random.default_rng(0).standard_normal((1, 7, 1, 11) if case == "slice" else (1, 1, 6, 5)).astype(np.float32)
+    if case == "slice":
+        model, declared, node = _slice_model([1, 4, 1, 11]), "float32[1x4x1x11]", "node 'sl' (Slice)"
+        expected = x[1:INT_MAX:-1, 0:INT_MAX:2]  # NumPy's clamping is the spec's: (0, 4, 1, 11)
+        computed = "float32[0x4x1x11]"
+    else:
+        model, declared, node = _maxpool_model([1, 1, 2, 3]), "float32[1x1x2x3]", "node 'mp' (MaxPool)"
+        expected, computed = _maxpool_expected(x), "float32[1x1x3x3]"
+    inferred = onnx.shape_inference.infer_shapes(_slice_model(None) if case == "slice" else _maxpool_model(None))
+    dims = [d.dim_value for d in inferred.graph.output[0].type.tensor_type.shape.dim]
+    assert tuple(dims) == expected.shape  # onnx's shape inference says what glow says
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = glow.compile(model, backend=backend).run({"x": x})["y"]
+    ours = [w for w in caught if issubclass(w.category, glow.GlowWarning)]
+    assert len(ours) == 1, [str(w.message) for w in caught]
+    msg = str(ours[0].message)
+    assert "\n" not in msg and node in msg and "output 'y'" in msg and declared in msg and computed in msg
+    assert y.shape == expected.shape
+    np.testing.assert_array_equal(y, expected)
+
+
+def test_a_declared_rank_that_contradicts_is_a_warning_and_a_wrong_element_type_an_error():
+    import warnings
+
+    m = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [("x", TensorProto.FLOAT, [2, 3])],
+                   [("y", TensorProto.FLOAT, [6])])
+    with pytest.warns(glow.GlowWarning, match=r"node 'r' \(Relu\): output 'y' is declared float32\[6\]"):
+        g = glow.load_onnx(m)
+    assert g.outputs[0].type.shape == (2, 3)
+    m = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [("x", TensorProto.FLOAT, [2, 3])],
+                   [("y", TensorProto.INT64, [2, 3])])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(glow.GraphError, match=r"node 'r' \(Relu\): output 'y' is declared int64"):
+            glow.load_onnx(m)
