@@ -231,23 +231,67 @@ def _nms_ref(boxes, scores, max_output_boxes_per_class=None, iou_threshold=None,
             s = scores[n, c]
             cand = np.arange(s.size) if score_t is None else np.nonzero(s > score_t)[0]
             order = cand[np.lexsort((cand, -s[cand].astype(np.float64)))]  # best score first, then index
-            kept: list[int] = []
-            for i in order:
-                if len(kept) >= limit:
-                    break
-                if kept:
-                    k = np.asarray(kept)
-                    ih = np.minimum(y2[n, i], y2[n, k]) - np.maximum(y1[n, i], y1[n, k])
-                    iw = np.minimum(x2[n, i], x2[n, k]) - np.maximum(x1[n, i], x1[n, k])
-                    inter = ih * iw
-                    union = area[n, i] + area[n, k] - inter
-                    overlap = (ih > 0) & (iw > 0) & (area[n, i] > 0) & (area[n, k] > 0) & (union > 0)
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        if np.any(overlap & (inter / union > iou_t)):
-                            continue
-                kept.append(int(i))
-            picked.extend((n, c, i) for i in kept)
+            kept = _nms_greedy(y1[n][order], x1[n][order], y2[n][order], x2[n][order], area[n][order],
+                               limit, iou_t)
+            picked.extend((n, c, int(order[p])) for p in kept)
     return np.asarray(picked, np.int64).reshape(-1, 3)
+
+
+def _nms_greedy(y1, x1, y2, x2, area, limit, iou_t):
+    """Positions kept by greedy NMS over candidates already in order (best first): a candidate is
+    kept unless a box kept before it overlaps it by IoU > iou_t (`_suppresses`), up to `limit`.
+
+    When a box is kept, it marks every later candidate it suppresses at once; the loop only skips
+    the marked ones. Suppression needs a positive height and width of the intersection, so only
+    candidates whose y interval meets the kept box's are looked at: those come from a binary
+    search in the candidates sorted by y_min (y_min below the kept box's y_max) and the running
+    maximum of y_max in that order (above its y_min); x is checked on what is left. These are
+    exact comparisons of the same values, implied by the test, and the test itself is the one
+    formula: the same marks as testing every candidate against every kept box."""
+    m = y1.shape[0]
+    kept: list[int] = []
+    if limit <= 0 or m == 0:
+        return kept
+    with np.errstate(invalid="ignore"):
+        # Boxes with a NaN corner or no area neither suppress nor are suppressed.
+        live = ~(np.isnan(y1) | np.isnan(x1) | np.isnan(y2) | np.isnan(x2)) & (area > 0)
+    by_y = np.flatnonzero(live)
+    by_y = by_y[np.argsort(y1[by_y], kind="stable")]
+    y1_s, x1_s, y2_s, x2_s = y1[by_y], x1[by_y], y2[by_y], x2[by_y]  # in by_y order
+    y2_reach = np.maximum.accumulate(y2_s) if by_y.size else y2_s
+    gone = np.zeros(m, bool)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for p in range(m):
+            if gone[p]:
+                continue
+            kept.append(p)
+            if len(kept) >= limit:
+                break
+            if not live[p]:
+                continue
+            top, bottom = y1[p], y2[p]
+            lo = int(y2_reach.searchsorted(top, "right"))  # from here y_max reaches below top
+            hi = int(y1_s.searchsorted(bottom, "left"))  # up to here y_min is above bottom
+            if lo >= hi:
+                continue
+            near = (y2_s[lo:hi] > top) & (x1_s[lo:hi] < x2[p]) & (x2_s[lo:hi] > x1[p])
+            q = by_y[lo:hi][near]
+            q = q[(q > p) & ~gone[q]]
+            if q.size:
+                gone[q[_suppresses(y1, x1, y2, x2, area, q, p, iou_t)]] = True
+    return kept
+
+
+def _suppresses(y1, x1, y2, x2, area, cand, k, iou_t):
+    """Whether kept box k suppresses each candidate box in `cand`: IoU > iou_t, in the boxes'
+    precision, with a positive intersection and areas (the candidate's operand first, as in a
+    test of one candidate against the kept boxes: IoU is symmetric, and so is every float step)."""
+    ih = np.minimum(y2[cand], y2[k]) - np.maximum(y1[cand], y1[k])
+    iw = np.minimum(x2[cand], x2[k]) - np.maximum(x1[cand], x1[k])
+    inter = ih * iw
+    union = area[cand] + area[k] - inter
+    overlap = (ih > 0) & (iw > 0) & (area[cand] > 0) & (area[k] > 0) & (union > 0)
+    return overlap & (inter / union > iou_t)
 
 
 FBOX = frozenset({dt.float32, dt.float64, dt.float16})
