@@ -21,6 +21,14 @@ def compile_for_device(graph: Graph, target: Target, *, threads: int | None = No
     if hasattr(target.backend, "compile_remote"):
         return target.backend.compile_remote(target, [Partition(0, target, 0, [], [], [], graph)],
                                              threads=threads, optimize=optimize)()[0]
+    node = _by_branches(graph, target)
+    if node is not None:  # an If the device runs by running its compiled branches
+        from ..runtime.control import IfExecutable
+        from .control import BRANCHES, branch_graph, compile_on
+
+        then_exe, else_exe = (compile_on(branch_graph(node, attr), target, threads=threads, optimize=optimize)
+                              for attr in BRANCHES)
+        return IfExecutable(graph, then_exe, else_exe)
     be = DeviceBackend(target)
     native = target.native
     graph = backend_graph(graph, be, native) if optimize else lower_for_backend(graph, be, native)
@@ -28,6 +36,17 @@ def compile_for_device(graph: Graph, target: Target, *, threads: int | None = No
     options = CompileOptions(native=native, threads=threads, device=target.device,
                              backend_options=dict(target.options))
     return compile_lowered(graph, target.backend, options)
+
+
+def _by_branches(graph: Graph, target: Target):
+    """The graph's one node, when it is control flow that `target` runs only by its branches."""
+    from .control import BY_BRANCHES
+    from .support import _try_lowering
+
+    if len(graph.nodes) != 1 or graph.nodes[0].op.name not in BY_BRANCHES:
+        return None
+    node = graph.nodes[0]
+    return None if target.supports(node) or _try_lowering(node, target) is None else node
 
 
 def compile_partitions(parts: list[Partition], *, threads: int | None = None,

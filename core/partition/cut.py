@@ -59,10 +59,13 @@ class Transfer:
 
 
 def cut(graph: Graph, targets: list[Target], assign: np.ndarray, build: bool = True,
-        times: np.ndarray | None = None) -> tuple[list[Partition], list[Transfer]]:
+        times: np.ndarray | None = None, alone=frozenset()) -> tuple[list[Partition], list[Transfer]]:
     """Partitions (with their sub-graphs when `build`) and the transfers between them.
-    `times[i]`: node i's time on its device (default: the roofline estimate)."""
+    `times[i]`: node i's time on its device (default: the roofline estimate). `alone`: (node
+    name, device name) pairs that form a partition of their own (control flow a device runs by
+    its branches: glow.partition.control), as if on a device of their own."""
     where = {id(n): int(assign[i]) for i, n in enumerate(graph.nodes)}
+    solo = {id(n): i + 1 for i, n in enumerate(graph.nodes) if (n.name, targets[where[id(n)]].name) in alone}
     producer = {id(o): n for n in graph.nodes for o in n.outputs}
     stage: dict[int, int] = {}
     for n in graph.nodes:
@@ -70,14 +73,19 @@ def cut(graph: Graph, targets: list[Target], assign: np.ndarray, build: bool = T
         for v in n.all_inputs:
             p = producer.get(id(v))
             if p is not None:
-                s = max(s, stage[id(p)] + (where[id(p)] != where[id(n)]))
+                apart = where[id(p)] != where[id(n)] or solo.get(id(p), 0) != solo.get(id(n), 0)
+                s = max(s, stage[id(p)] + apart)
         stage[id(n)] = s
-    keys = sorted({(stage[id(n)], where[id(n)]) for n in graph.nodes})
+
+    def key(n):
+        return stage[id(n)], where[id(n)], solo.get(id(n), 0)
+
+    keys = sorted({key(n) for n in graph.nodes})
     index = {k: i for i, k in enumerate(keys)}
-    parts = [Partition(i, targets[d], s, [], [], []) for i, (s, d) in enumerate(keys)]
+    parts = [Partition(i, targets[d], s, [], [], []) for i, (s, d, _) in enumerate(keys)]
     part_of: dict[int, int] = {}
     for i, n in enumerate(graph.nodes):
-        pi = index[(stage[id(n)], where[id(n)])]
+        pi = index[key(n)]
         parts[pi].nodes.append(n)
         part_of[id(n)] = pi
         parts[pi].est_time_s += float(times[i]) if times is not None else node_time(n, targets[where[id(n)]])

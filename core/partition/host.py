@@ -47,7 +47,8 @@ def compile_with_host(graph: Graph, be, options: CompileOptions, why: GlowError,
     bans = {op: [be.name] for op in sorted(set(avoid) & present)}
     placement = place(graph, [here, host_target()], bans=bans)
     exes = compile_partitions(placement.partitions, threads=options.threads, optimize=optimize)
-    warn(summary(placement, why, when))
+    if any(p.target.name == HOST for p in placement.partitions):  # else: control flow run by branches
+        warn(summary(placement, why, when))
     return PartitionedExecutable(placement, exes)
 
 

@@ -76,7 +76,8 @@ def place(graph: Graph, targets: list[Target], *, pins=None, bans=None, strict: 
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise PartitionError(f"device names must be unique, got {names}")
-    feas = feasibility(graph, targets)
+    by_branches: set = set()  # (node, device): control flow the device runs as a partition of its own
+    feas = feasibility(graph, targets, by_branches)
     pinned = resolve_pins(graph, targets, pins)
     banned = resolve_bans(graph, targets, bans)
     allowed = allowed_matrix(graph, targets, feas, pinned, banned, strict)
@@ -95,8 +96,9 @@ def place(graph: Graph, targets: list[Target], *, pins=None, bans=None, strict: 
         if assign is None:
             assign = _spread(problem)
         assign = refine(problem, assign)
-    assign = fit_memory(problem, graph, assign)
-    parts, transfers = cut(graph, targets, assign, times=problem.time[np.arange(problem.n), assign])
+    assign = fit_memory(problem, graph, assign, by_branches)
+    parts, transfers = cut(graph, targets, assign, times=problem.time[np.arange(problem.n), assign],
+                           alone=by_branches)
     usage = device_usage(parts, targets)
     reasons = explain(problem, graph, assign, feas, pinned, objective)
     load = problem.load(assign)
@@ -128,12 +130,12 @@ def _spread(p: Problem) -> np.ndarray:
     return a
 
 
-def fit_memory(p: Problem, graph: Graph, a: np.ndarray) -> np.ndarray:
+def fit_memory(p: Problem, graph: Graph, a: np.ndarray, alone=frozenset()) -> np.ndarray:
     """Check every device on the real cut (weights once per device + the largest partition peak);
     while one is over its cap, move the node or run that frees most per second of cost added."""
     a = a.copy()
     for _ in range(p.n * p.k + 1):
-        parts, _ = cut(graph, p.targets, a, build=False)
+        parts, _ = cut(graph, p.targets, a, build=False, alone=alone)
         usage = device_usage(parts, p.targets)
         over = [(u["total"] - p.cap[j], j) for j, u in enumerate(usage) if u["total"] > p.cap[j]]
         if not over:

@@ -16,8 +16,13 @@ from ..lowering import lower_to_supported
 from .devices import Target
 
 
-def feasibility(graph: Graph, targets: list[Target]) -> dict[str, dict[str, str | None]]:
-    """node name -> target name -> None when the target can run the node, else why not."""
+def feasibility(graph: Graph, targets: list[Target],
+                by_branches: set | None = None) -> dict[str, dict[str, str | None]]:
+    """node name -> target name -> None when the target can run the node, else why not. An If
+    that a target runs only by running its branches (glow.partition.control) is feasible there,
+    and (node name, target name) goes into `by_branches`."""
+    from .control import BY_BRANCHES, runs_by_branches
+
     cache: dict = {}
     out = {}
     for node in graph.nodes:
@@ -28,8 +33,12 @@ def feasibility(graph: Graph, targets: list[Target]) -> dict[str, dict[str, str 
                 continue
             key = (t.name, _signature(node))
             if key not in cache:
-                cache[key] = _try_lowering(node, t)
-            row[t.name] = cache[key]
+                why = _try_lowering(node, t)
+                branches = why is not None and node.op.name in BY_BRANCHES and runs_by_branches(node, t) is None
+                cache[key] = (None, True) if branches else (why, False)
+            row[t.name], branches = cache[key]
+            if branches and by_branches is not None:
+                by_branches.add((node.name, t.name))
         out[node.name] = row
     return out
 
