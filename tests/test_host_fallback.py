@@ -12,14 +12,13 @@ import subprocess
 import sys
 import warnings
 
+import glow
 import numpy as np
 import onnx
 import pytest
 from helpers import backend_unavailable, make_model
 from onnx import TensorProto as T
 from onnx import helper as h
-
-import glow
 
 HERE = os.path.dirname(__file__)
 SSD = os.path.join(HERE, "data", "exporters", "ssdlite_small.onnx")
