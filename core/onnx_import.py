@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -299,6 +300,7 @@ class Importer:
 
     def import_node(self, node: onnx.NodeProto, inputs, scope: Scope) -> list[Value]:
         opdef = find_onnx_op(node.op_type, node.domain)
+        self._check_attribute_types(node, opdef)
         attrs, captures = {}, []
         for a in node.attribute:
             attrs[a.name], caps = self.attribute(a, scope, node)
@@ -341,6 +343,26 @@ class Importer:
         target = scope.builder.constant(np.asarray(shape, np.int64), name=f"{node.name}_bshape")
         b2 = scope.builder.add1("Reshape", [b, target], name=f"{node.name or node.op_type}_legacy_bcast")
         return [a, b2, *inputs[2:]]
+
+    def _check_attribute_types(self, node: onnx.NodeProto, opdef):
+        """Every attribute has the type its op gives it, or a GraphError names the node, the
+        attribute, the type expected and the type found (as onnx.checker and onnxruntime refuse
+        such a model), before any value is read: a STRING axis or a FLOATS perm would otherwise
+        be coerced. The type expected is ONNX's own, from the op's schema at the opset the model
+        imports for the node's domain (an attribute whose type changed across opsets is read as
+        that opset had it); for ops ONNX has no schema of (contrib domains), the kind the op
+        table declares. An attribute neither knows is left to the op (an unknown attribute)."""
+        version = self.opsets.get(node.domain if node.domain != "ai.onnx" else "")
+        schema = _schema_attribute_types(node.op_type, node.domain or "", version)
+        for a in node.attribute:
+            if a.ref_attr_name:
+                continue  # a function body's reference, replaced when the function is inlined
+            want = schema.get(a.name) if schema is not None else None
+            if want is None and opdef is not None and a.name in opdef.attr_map:
+                want = _KIND_TYPES.get(opdef.attr_map[a.name].kind)
+            if want is not None and a.type not in want:
+                raise GraphError(f"node '{node.name or node.op_type}' ({node.op_type}): attribute '{a.name}' "
+                                 f"must be {_ATTR_WORDS[min(want)]}, got {_ATTR_WORDS.get(a.type, 'no known type')}")
 
     def attribute(self, a: AttributeProto, scope: Scope, node):
         if a.type == AttributeProto.GRAPH:
@@ -429,12 +451,43 @@ class Importer:
                 if a.ref_attr_name:
                     src = given.get(a.ref_attr_name) or defaults.get(a.ref_attr_name)
                     n2.attribute.remove(a)
-                    if src is not None:
-                        n2.attribute.append(onnx.helper.make_attribute(
-                            a.name, onnx.helper.get_attribute_value(src)))
+                    if src is not None:  # the caller's attribute as given (its type too)
+                        n2.attribute.add().CopyFrom(src)
+                        n2.attribute[-1].name = a.name
             body.append(n2)
         self.import_nodes(body, inner)
         return [inner.lookup(rename.get(o, prefix + o)) for o in fn.output]
+
+
+_A = AttributeProto
+#: How an error names each attribute type ("must be an int, got a string").
+_ATTR_WORDS = {
+    _A.UNDEFINED: "no type", _A.INT: "an int", _A.FLOAT: "a float", _A.STRING: "a string",
+    _A.TENSOR: "a tensor", _A.GRAPH: "a graph", _A.SPARSE_TENSOR: "a sparse tensor", _A.TYPE_PROTO: "a type",
+    _A.INTS: "a list of ints", _A.FLOATS: "a list of floats", _A.STRINGS: "a list of strings",
+    _A.TENSORS: "a list of tensors", _A.GRAPHS: "a list of graphs", _A.SPARSE_TENSORS: "a list of sparse tensors",
+    _A.TYPE_PROTOS: "a list of types",
+}
+#: The ONNX attribute types each kind of the op table (ops/registry.py ATTR_KINDS) is read from.
+_KIND_TYPES = {
+    "int": {_A.INT}, "float": {_A.FLOAT}, "string": {_A.STRING}, "ints": {_A.INTS}, "floats": {_A.FLOATS},
+    "strings": {_A.STRINGS}, "tensor": {_A.TENSOR, _A.SPARSE_TENSOR}, "tensors": {_A.TENSORS},
+    "graph": {_A.GRAPH}, "graphs": {_A.GRAPHS}, "dtype": {_A.INT}, "type": {_A.TYPE_PROTO},
+}
+
+
+@functools.lru_cache(maxsize=1024)
+def _schema_attribute_types(op_type: str, domain: str, version: int | None) -> dict | None:
+    """{attribute name: {its ONNX type}} from ONNX's schema of the op at `version` (the newest
+    schema when the model names no version for the domain), or None when ONNX has none."""
+    try:
+        if version is None:
+            schema = onnx.defs.get_schema(op_type, domain=domain)
+        else:
+            schema = onnx.defs.get_schema(op_type, max_inclusive_version=version, domain=domain)
+    except Exception:  # noqa: BLE001 - no schema (a contrib domain, or an op newer than the opset)
+        return None
+    return {name: {a.type} for name, a in schema.attributes.items() if a.type != _A.UNDEFINED}
 
 
 def _fn_name(key) -> str:

@@ -196,3 +196,89 @@ def test_a_declared_rank_that_contradicts_is_a_warning_and_a_wrong_element_type_
         warnings.simplefilter("error")
         with pytest.raises(glow.GraphError, match=r"node 'r' \(Relu\): output 'y' is declared int64"):
             glow.load_onnx(m)
+
+
+# -- attributes of the wrong type (issue 40, item 7) ------------------------------------------------
+# Every attribute must have the type ONNX gives it (the op's schema at the model's opset; for
+# contrib ops without one, the kind glow's op table declares), or the model is refused with one
+# GraphError line naming the node, the attribute, the type expected and the type found, as
+# onnx.checker and onnxruntime refuse it: no silent coercion of "1" to 1 or of 1.0 to 1.
+
+def _one_node(node, inputs, opset=17, domains=()):
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]
+                             + [helper.make_opsetid(d, 1) for d in domains])
+
+
+def _untyped_axis_concat():
+    node = helper.make_node("Concat", ["a", "b"], ["y"], name="c")
+    a = node.attribute.add()  # a value with no type: nothing to read it as
+    a.name, a.i = "axis", 1
+    return node
+
+
+WRONG_ATTRIBUTES = {
+    "string-for-int": (helper.make_node("Concat", ["a", "b"], ["y"], name="c", axis="1"), 17,
+                       "node 'c' (Concat): attribute 'axis' must be an int, got a string"),
+    "floats-for-ints": (helper.make_node("Transpose", ["a"], ["y"], name="t", perm=[1.0, 0.0]), 17,
+                        "node 't' (Transpose): attribute 'perm' must be a list of ints, got a list of floats"),
+    "int-for-float": (helper.make_node("LeakyRelu", ["a"], ["y"], name="l", alpha=1), 17,
+                      "node 'l' (LeakyRelu): attribute 'alpha' must be a float, got an int"),
+    "int-for-ints-at-opset-11": (helper.make_node("Squeeze", ["a"], ["y"], name="s", axes=0), 11,
+                                 "node 's' (Squeeze): attribute 'axes' must be a list of ints, got an int"),
+    "no-type": (_untyped_axis_concat(), 17, "node 'c' (Concat): attribute 'axis' must be an int, got no type"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRONG_ATTRIBUTES))
+def test_an_attribute_of_the_wrong_type_is_refused(case):
+    node, opset, message = WRONG_ATTRIBUTES[case]
+    m = _one_node(node, [(n, [1, 2]) for n in node.input], opset)
+    ctx = onnx.checker.C.CheckerContext()
+    ctx.ir_version, ctx.opset_imports = onnx.IR_VERSION, {"": opset}
+    with pytest.raises(onnx.checker.ValidationError, match="attr"):  # onnx refuses it too
+        onnx.checker.check_node(node, ctx)
+    with pytest.raises(glow.GraphError) as e:
+        glow.load_onnx(m)
+    assert str(e.value) == f"model: {message}"
+
+
+def test_a_contrib_op_without_an_onnx_schema_is_checked_against_the_op_table():
+    inputs = ["x", "xs", "xz", "ys", "yz"]
+    node = helper.make_node("QLinearLeakyRelu", inputs, ["y"], name="q", domain="com.microsoft", alpha="0.1")
+    m = _one_node(node, [(n, [2]) for n in inputs], domains=["com.microsoft"])
+    with pytest.raises(glow.GraphError, match=r"^model: node 'q' \(QLinearLeakyRelu\): attribute 'alpha' "
+                                              r"must be a float, got a string$"):
+        glow.load_onnx(m)
+
+
+def test_a_function_passes_its_callers_attribute_type_through():
+    body = helper.make_node("Concat", ["a", "b"], ["c"], name="cat")
+    ref = body.attribute.add()
+    ref.name, ref.ref_attr_name, ref.type = "axis", "ax", onnx.AttributeProto.INT
+    fn = helper.make_function("local", "Cat", ["a", "b"], ["c"], [body], [helper.make_opsetid("", 17)],
+                              attributes=["ax"])
+
+    def model(ax):
+        g = helper.make_graph([helper.make_node("Cat", ["x", "x"], ["y"], name="f", domain="local", ax=ax)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+                                 functions=[fn])
+
+    x = np.arange(4, dtype=np.float32).reshape(2, 2)
+    assert glow.compile(model(1), backend="reference").run({"x": x})["y"].shape == (2, 4)
+    with pytest.raises(glow.GraphError, match=r"node 'f/cat' \(Concat\): attribute 'axis' must be an int, got a str"):
+        glow.load_onnx(model("1"))
+
+
+def test_attributes_of_older_opsets_keep_their_types():
+    # Upsample-7's scales is FLOATS (an input from opset 9); BatchNormalization-7's spatial is an
+    # INT that later opsets dropped; Dropout-7's ratio a FLOAT: each is read as its opset says.
+    up = _one_node(helper.make_node("Upsample", ["a"], ["y"], scales=[1.0, 2.0], mode="nearest"), [("a", [1, 2])], 7)
+    assert glow.compile(up, backend="reference").run({"a": np.ones((1, 2), np.float32)})["y"].shape == (1, 4)
+    drop = _one_node(helper.make_node("Dropout", ["a"], ["y"], ratio=0.5), [("a", [1, 2])], 7)
+    glow.load_onnx(drop)
+    bn = helper.make_node("BatchNormalization", ["a", "s", "b", "m", "v"], ["y"], spatial=1, epsilon=1e-5)
+    glow.load_onnx(_one_node(bn, [("a", [1, 2, 2]), *((n, [2]) for n in "sbmv")], 7))
