@@ -147,7 +147,7 @@ def test_empty_tensors_flow_through(case, backend):
     feeds = {i.name: np.zeros([d.dim_value for d in i.type.tensor_type.shape.dim], np.float32)
              for i in model.graph.input}
     expected = glow.compile(model, backend="reference").run(feeds)
-    got = glow.compile(model, backend=name, native=native).run(feeds)
+    got = glow.compile(model, backend=name, native=native, strict=True).run(feeds)  # on `name` itself
     assert {k: v.shape for k, v in got.items()} == shapes
     for k, v in got.items():
         np.testing.assert_array_equal(v, expected[k])

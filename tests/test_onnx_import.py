@@ -173,7 +173,7 @@ def test_a_contradicting_declared_shape_is_one_warning(case, backend):
     assert tuple(dims) == expected.shape  # onnx's shape inference says what glow says
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        y = glow.compile(model, backend=backend).run({"x": x})["y"]
+        y = glow.compile(model, backend=backend, strict=True).run({"x": x})["y"]
     ours = [w for w in caught if issubclass(w.category, glow.GlowWarning)]
     assert len(ours) == 1, [str(w.message) for w in caught]
     msg = str(ours[0].message)
