@@ -168,6 +168,23 @@ def test_topk_floor_still_lowers(shape, axis, k, largest):
     check(g, {"x": data(shape, np.float32)}, threads=(1,), native="floor")
 
 
+@pytest.mark.parametrize("native", [None, "floor"])
+def test_topk_symbolic_dims(native):
+    """A symbolic dim: deferred to specialisation, then the kernel (or, on the floor, the
+    lowering, which needs static shapes: the kernel must not claim the node before that)."""
+    b = GraphBuilder("topk")
+    x = b.input("x", dt.tensor(("n", 30), "float32"))
+    v, i = b.add("TopK", [x, b.constant(np.array([5], np.int64))], {"axis": -1, "largest": 0})
+    g = b.build([v, i])
+    exe = glow.compile(g, "cpu", native=native, strict=True)
+    ref = glow.compile(g, "reference")
+    for rows in (3, 7):
+        feeds = {"x": data((rows, 30), np.float32)}
+        want, got = ref.run(feeds), exe.run(feeds)
+        for name in want:
+            assert np.array_equal(bits(got[name]), bits(want[name])), (rows, name)
+
+
 def test_topk_floor_with_k_fed_at_run_time():
     g = topk_graph((3, 20), "float32", None, -1, 0, runtime_k=True)
     exe = glow.compile(g, "cpu", native="floor", strict=True)

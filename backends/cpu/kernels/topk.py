@@ -13,8 +13,9 @@ above every number (so first for `largest=1`, last for `largest=0`), NaNs equal 
 Each entry becomes one unsigned integer, (order key, index), whose integer order is that order
 (`order_key`), so the heap compares integers: no float compares, no NaN cases.
 
-k is the output's length along the axis, so K must be a constant: a K fed at run time is left to
-specialisation (and on the primitive floor the node is lowered, as it has to be).
+k is the output's length along the axis, so K must be a constant and the shapes static: a K fed
+at run time or a symbolic dim is left to specialisation (and on the primitive floor the node is
+then lowered, as it has to be).
 """
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ PARALLEL_MIN = 1 << 14  # input elements: below this one thread does every row
 
 
 def _topk_supported(node) -> bool:
+    """Static shapes and a constant K: anything else is left to specialisation (`defers`), which
+    is also what lets the primitive floor lower the node once its shapes are known (a node this
+    accepts is not deferred, and the lowering needs static shapes)."""
     x, k = node.inputs[0], node.inputs[1]
     t = x.type
-    return (t.dtype in NUMERIC and has_ltype(t.dtype) and t.shape is not None and len(t.shape) >= 1
+    return (t.dtype in NUMERIC and has_ltype(t.dtype) and t.is_static and len(t.shape) >= 1
             and k is not None and k.is_constant)
 
 
