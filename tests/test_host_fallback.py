@@ -197,6 +197,29 @@ def test_a_run_whose_shapes_the_backend_cannot_lower_runs_those_nodes_on_the_hos
         assert exe.placement.device_of["topk"] == "reference"
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_index_ops_over_data_run_on_the_host_where_the_backend_has_no_kernel_for_them(backend):
+    """From the fuzzer (seed 40, graph 12 of --ops ArgMin,ArgMax,TopK,Expand): an ArgMin over
+    int64 indices that an ArgMax and an Expand computed from data. opencl's compile refused it
+    (NeedsInputValues: "no kernel for ArgMin while its index operands are computed from data");
+    now the node runs on the host and the placement says so."""
+    m = make_model([h.make_node("ArgMin", ["x"], ["a"], axis=-1, keepdims=0, select_last_index=1),
+                    h.make_node("ArgMax", ["x"], ["b"]),
+                    h.make_node("Expand", ["b", "shape"], ["e"]),
+                    h.make_node("ArgMin", ["e"], ["y"], axis=-2, keepdims=0)],
+                   [("x", T.FLOAT, [3])], [("a", T.INT64, []), ("y", T.INT64, [4])],
+                   [h.make_tensor("shape", T.INT64, [2], [5, 4])])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", glow.GlowWarning)
+        exe = glow.compile(m, backend=backend)
+    ref = glow.compile(m, backend="reference")
+    for x in ([3.0, 1.0, 1.0], [0.5, 2.0, -1.0], [1.0, 1.0, 1.0]):
+        f = {"x": np.array(x, np.float32)}
+        got, want = exe.run(f), ref.run(f)
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k])
+
+
 # -- an If on the device ---------------------------------------------------------------------------
 
 def gated(seed=0):
