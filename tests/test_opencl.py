@@ -341,3 +341,17 @@ def test_narrow_formats_cast_from_other_sources(src):
                 want = cast_array(x, glow.dtypes.from_name(fmt), bool(saturate), mode)
             np.testing.assert_array_equal(exe.run({"x": x})["q"].view(np.uint8), want.view(np.uint8),
                                           err_msg=f"{src} -> {fmt}, saturate={saturate}, round_mode={mode}")
+
+
+def test_a_node_deferred_to_run_time_stays_out_of_fused_bodies():
+    """From the fuzzer (seed 4042, graph 16): CastLike(Sub(n, n)) of an int64 scalar input n to
+    float16. opencl accepts the CastLike for later (an input decides its value) though the
+    renderer has no code for it, and the fusion put it in an elementwise body: "glow bug: ...
+    KeyError: ('', 'CastLike')". Fused bodies take only what the renderer renders."""
+    m = h.make_model(h.make_graph(
+        [h.make_node("Sub", ["n", "n"], ["d"]), h.make_node("CastLike", ["d", "like"], ["y"])], "g",
+        [h.make_tensor_value_info("n", T.INT64, [])], [h.make_tensor_value_info("y", T.FLOAT16, [])],
+        [h.make_tensor("like", T.FLOAT16, [1], [0.0])]), opset_imports=[h.make_opsetid("", 19)])
+    for n in (5, -3):
+        y = glow.compile(m, backend="opencl", strict=True).run({"n": np.array(n, np.int64)})["y"]
+        assert y.dtype == np.float16 and y.shape == () and y == 0

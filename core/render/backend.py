@@ -71,7 +71,12 @@ class CStyleBackend(Backend):
     def fusions(self):
         from ..passes.fusion import FuseActivation, FuseElementwise
 
-        return [FuseElementwise(), FuseActivation()]
+        # Only what the renderer has code for goes into a fused body: `supports` also accepts
+        # nodes deferred to run time (a CastLike of a value an input decides), which have none.
+        def accepts(node):
+            return renders(node, self.renderer)
+
+        return [FuseElementwise(accepts=accepts), FuseActivation(accepts=accepts)]
 
     def device_params(self, device) -> DeviceParams:
         return GPU
