@@ -387,3 +387,19 @@ def test_loss_classes_too_many_for_a_table_are_still_checked(backend):
     for bad in ([c, 0], [-1, 0]):  # row 0's target c would read row 1's class 0
         with pytest.raises(glow.InputError, match=f"'{NODE}"):
             exe.run({"x": x, "t": np.array(bad, np.int64)})
+
+
+@pytest.mark.parametrize("be", BACKENDS)
+def test_gather_elements_indices_smaller_than_data_outside_the_axis(be):
+    """out[i][j] = data[i][indices[i][j]]: outside the gathered axis the indices may be smaller
+    than the data (onnxruntime takes them; onnx.reference refuses, docs/fuzzing.md). The reference
+    raised (an IndexError inside NumPy) while cpu and opencl answered; every backend answers now.
+    Larger indices there would read past the data: a GraphError when the model is built."""
+    backend, native = be
+    small = _model("GatherElements", [("x", T.FLOAT, [3, 4]), ("i", T.INT64, [2, 2])], {"axis": 1})
+    x, i = np.arange(12, dtype=F32).reshape(3, 4), np.array([[0, -1], [1, 2]])
+    got = glow.compile(small, backend=backend, native=native, strict=True).run({"x": x, "i": i})["y"]
+    np.testing.assert_array_equal(got, [[0, 3], [5, 6]])
+    large = _model("GatherElements", [("x", T.FLOAT, [3, 4]), ("i", T.INT64, [5, 2])], {"axis": 1})
+    with pytest.raises(glow.GraphError, match=r"indices shape \[5, 2\] is larger than data shape \[3, 4\] at axis 0"):
+        glow.compile(large, backend=backend, native=native)

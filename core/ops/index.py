@@ -124,11 +124,22 @@ def _gather_elements_infer(ctx):
     axis = ctx.axis(ctx.attrs["axis"], rank)
     if data is not None:
         _check_known(ctx, 1, data[axis])
+        for d, (a, b) in enumerate(zip(data, idx or ())):
+            if d != axis and isinstance(a, int) and isinstance(b, int) and b > a:
+                raise ctx.error(f"indices shape {list(idx)} is larger than data shape {list(data)} at axis {d} "
+                                f"(only the gathered axis {axis} may differ freely)")
     return [dt.TensorType(idx if idx is not None else (None,) * rank if rank else None, ctx.dtype(0))]
 
 
 def _gather_elements_ref(data, indices, axis=0):
+    # out[i][j] = data[i][indices[i][j]] (axis 1): outside the axis, indices may be smaller than
+    # data (the op's text constrains only the gathered axis; onnxruntime takes them, onnx.reference
+    # refuses), and then read the leading part of it.
     axis %= data.ndim
+    if any(b > a for d, (a, b) in enumerate(zip(data.shape, indices.shape)) if d != axis):
+        raise ValueError(f"indices shape {list(indices.shape)} is larger than data shape {list(data.shape)} "
+                         f"outside axis {axis}")
+    data = data[tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(indices.shape))]
     return np.take_along_axis(data, _norm_index(indices, data.shape[axis]), axis=axis)
 
 
