@@ -134,6 +134,10 @@ def _empty_node_cases():
                     [("x", [1, 0, 4, 4]), ("w", [2, 0, 3, 3])], bias, {"y": (1, 2, 2, 2)})
     _add_empty_case("conv-transpose-no-channels", helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"]),
                     [("x", [1, 0, 4, 4]), ("w", [0, 2, 3, 3])], bias, {"y": (1, 2, 6, 6)})
+    # a maximum over no positions is -inf (as ReduceMax's over an empty set): the reference raised
+    for op in ("GlobalMaxPool", "GlobalAveragePool"):
+        _add_empty_case(f"{op.lower()}-no-positions", helper.make_node(op, ["x"], ["y"]), [("x", [1, 2, 0, 3])], [],
+                        {"y": (1, 2, 1, 1)})
 
 
 _empty_node_cases()

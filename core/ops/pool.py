@@ -194,7 +194,8 @@ def _gap_ref(x):
 
 
 def _gmp_ref(x):
-    return x.max(axis=_spatial_axes(x), keepdims=True)
+    # over no positions the maximum is -inf, as ReduceMax's over an empty set (ONNX, opset 18)
+    return x.max(axis=_spatial_axes(x), keepdims=True, initial=-np.inf)
 
 
 def _glp_ref(x, p):
