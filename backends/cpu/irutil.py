@@ -76,6 +76,13 @@ class KernelBuilder:
             self.b.store(init, slot)
         return slot
 
+    def array(self, t, n: int):
+        """A stack array of `n` elements of `t` (alloca in the entry block); its pointer."""
+        eb = ir.IRBuilder(self._entry)
+        if self._entry.instructions:
+            eb.position_before(self._entry.instructions[0])
+        return eb.alloca(t, size=ir.Constant(I64, n))
+
     def ptr(self, base, index, etype=F32):
         """&base[index] (index in elements of etype; an int or an i64 value)."""
         if isinstance(index, int):

@@ -6,6 +6,7 @@ from . import (
     rules_control,  # noqa: F401
     rules_conv,  # noqa: F401
     rules_elementwise,  # noqa: F401
+    rules_genai,  # noqa: F401
     rules_generator,  # noqa: F401
     rules_index,  # noqa: F401
     rules_loss,  # noqa: F401

@@ -8,6 +8,7 @@ from . import (  # noqa: F401  (registration side effects)
     conv,
     detection,
     elementwise,
+    genai,
     generator,
     index,
     logical,

@@ -68,6 +68,10 @@ VIEW = "view"
 #: Computes into an accumulator that an elementwise epilogue can finish in the same kernel
 #: (`FuseActivation` fuses Relu(Conv(x)) into one node).
 EPILOGUE_PRODUCER = "epilogue-producer"
+#: A KV-cache op whose present outputs may be written over its past inputs (one buffer, as
+#: onnxruntime-genai shares them): its kernels write only the new rows, and read past rows before
+#: anything overwrites them (glow.ir.aliasable).
+CACHE_UPDATE = "cache-update"
 
 ATTR_KINDS = ("int", "float", "string", "ints", "floats", "strings", "tensor", "tensors", "graph",
               "graphs", "dtype", "type")
