@@ -177,16 +177,58 @@ class Executable:
         """The graph outputs: name, shape (symbolic dims as strings), dtype."""
         return [_info(v) for v in self.graph.outputs]
 
-    def run(self, feeds: dict, outputs=None) -> dict:
+    def run(self, feeds: dict, outputs=None, *, into: dict | None = None) -> dict:
         """Run the graph; `outputs=[names]` returns only those outputs, in that order (the whole
-        graph still runs). An unknown output name is an InputError."""
+        graph still runs). An unknown output name is an InputError.
+
+        `into={output name: array}` writes those outputs into the caller's arrays (each of the
+        output's exact shape and element type, C-contiguous) and returns them. An array may also
+        be fed as an input: a KV cache passed as past and present is then updated in place where
+        the backend can prove that safe (`aliases`), and copied into after the run otherwise."""
         wanted = self._wanted(outputs)
         feeds = check_inputs(self.graph, feeds)
+        into = self._check_into(into)
         with internal_errors(f"running graph '{self.graph.name}' on {type(self).__name__}"):
-            return _select(_by_output_name(self._run(feeds), self.output_names), wanted)
+            outs = self._run_into(feeds, into) if into else self._run(feeds)
+            return _select(_by_output_name(outs, self.output_names), wanted)
 
     def _run(self, feeds: dict[str, np.ndarray]) -> dict:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _run_into(self, feeds: dict, into: dict) -> dict:
+        """`_run` with outputs written into the arrays of `into` (checked). The default runs,
+        then copies: right whatever aliases what, since every input was read by then."""
+        outs = _by_output_name(self._run(feeds), self.output_names)
+        for name, arr in into.items():
+            got = np.asarray(outs[name])
+            if got.shape != arr.shape:
+                raise InputError(f"into=: output '{name}' has shape {list(got.shape)} in this run, the array "
+                                 f"{list(arr.shape)}")
+            np.copyto(arr, got, casting="no")
+            outs[name] = arr
+        return outs
+
+    def _check_into(self, into) -> dict:
+        if not into:
+            return {}
+        if not isinstance(into, dict):
+            raise InputError(f"into= must be a dict of output name -> array, got {type(into).__name__}")
+        known = {v.name: v for v in self.graph.outputs}
+        out = {}
+        for name, arr in into.items():
+            v = known.get(name)
+            if v is None:
+                raise InputError(f"into=: unknown output name '{name}'; the graph's outputs are {self.output_names}")
+            info = _info(v)
+            if not isinstance(arr, np.ndarray) or not arr.flags.c_contiguous or not arr.flags.writeable:
+                raise InputError(f"into=: output '{name}' needs a writable C-contiguous numpy array")
+            if info.np_dtype is None or arr.dtype != info.np_dtype:
+                raise InputError(f"into=: output '{name}' has element type {info.dtype}, the array {arr.dtype}")
+            if info.shape is not None and (len(info.shape) != arr.ndim or any(
+                    isinstance(d, int) and d != n for d, n in zip(info.shape, arr.shape))):
+                raise InputError(f"into=: output '{name}' has shape {list(info.shape)}, the array {list(arr.shape)}")
+            out[name] = arr
+        return out
 
     # -- optional: device-resident runs (the partitioner's runtime, core/runtime/executor.py) ----
     def run_device(self, handles: dict) -> dict:

@@ -437,6 +437,13 @@ class SpecializingExecutable(Executable):
         exe, rest = found
         return exe._run(rest)
 
+    def _run_into(self, feeds, into):
+        found = self.specialized(feeds, tier=True)
+        if found is None:  # compiling in the background: the interpreter answers, then a copy
+            return super()._run_into(feeds, into)
+        exe, rest = found
+        return exe._run_into(rest, into)
+
     def _profile(self, feeds):
         exe, rest = self.specialized(feeds)
         return exe._profile(rest)

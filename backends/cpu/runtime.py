@@ -142,9 +142,9 @@ class NativeProgram:
             arrays.append(np.ascontiguousarray(a))
         return arrays
 
-    def run(self, feeds: dict) -> dict:
+    def run(self, feeds: dict, into: dict | None = None) -> dict:
         arrays = self.check(feeds)
-        outs = [np.empty(shape, dtype) for _, dtype, shape in self.outputs]
+        outs, later = self._outputs(arrays, into or {})
         with self._lock:
             solo = self.pool.n > 1 and self.choice.pick()
             t0 = time.perf_counter()
@@ -153,7 +153,40 @@ class NativeProgram:
             if self.pool.n > 1:
                 self.choice.record(solo, time.perf_counter() - t0)
             check_index_errors(self)  # a bad index a kernel met: InputError naming the node
+        for k, arr in later:  # outputs that may not be written over their inputs: copied after
+            np.copyto(arr, outs[k])
+            outs[k] = arr
         return {name: out for (name, _, _), out in zip(self.outputs, outs)}
+
+    def _outputs(self, arrays, into: dict) -> tuple[list, list]:
+        """The output arrays of a run: the caller's (`into`) or new ones. A caller's array that is
+        also an input's is written in place only where the program allows it (`aliasable`);
+        otherwise the output goes to a new array, copied into the caller's after the run."""
+        outs, later = [], []
+        for k, (name, dtype, shape) in enumerate(self.outputs):
+            arr = into.get(name)
+            if arr is not None and arr.shape != shape:
+                raise InputError(f"into=: output '{name}' has shape {list(shape)}, the array {list(arr.shape)}")
+            if arr is not None and any(np.shares_memory(arr, a) and not self.aliasable(i, name)
+                                       for (i, _, _), a in zip(self.inputs, arrays)):
+                later.append((k, arr))
+                arr = None
+            outs.append(np.empty(shape, dtype) if arr is None else arr)
+        return outs, later
+
+    def aliasable(self, input_name: str, output_name: str) -> bool:
+        """Whether the output may be written over the input's memory (glow.ir.aliasable: every
+        read of the input is in the instructions that write the output, each pointwise or a
+        kernel that updates in place). A loaded program has no IR: never."""
+        if self.fn is None:
+            return False
+        cache = self.__dict__.setdefault("_aliasable", {})
+        key = (input_name, output_name)
+        if key not in cache:
+            from glow.ir import aliasable
+
+            cache[key] = aliasable(self.fn, input_name, output_name)
+        return cache[key]
 
     def profile(self, feeds: dict):
         """Run once on this program's instrumented twin, made on the first call and kept (normal
@@ -183,6 +216,11 @@ class CpuExecutable(Executable):
 
     def _run(self, feeds):
         return self.program.run(feeds)
+
+    def _run_into(self, feeds, into):
+        # the program names its outputs after the IR's buffers: the graph's, by position
+        names = [name for name, _, _ in self.program.outputs]
+        return self.program.run(feeds, {names[k]: into[g] for k, g in enumerate(self.output_names) if g in into})
 
     def _profile(self, feeds):
         if self.program.fn is None:  # loaded from a file: no IR to build the instrumented twin from

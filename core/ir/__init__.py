@@ -12,6 +12,7 @@ Steps (compile-flow step 7): memory-aware schedule (schedule.py) -> instructions
 from __future__ import annotations
 
 from ..graph import Graph
+from .alias import aliasable
 from .instr import ACTIVATION, INPUT, OUTPUT, WEIGHT, Buffer, Expr, Instr, IRFunction, View
 from .interpreter import IRProgram
 from .irgen import generate_ir
@@ -40,7 +41,7 @@ def lower_to_ir(graph: Graph, *, optimize: bool = True, log: list | None = None)
     return IRProgram(fn, plan_memory(fn))
 
 
-__all__ = ["ACTIVATION", "INPUT", "OUTPUT", "WEIGHT", "Buffer", "Expr", "IRFunction", "IRProgram",
+__all__ = ["ACTIVATION", "aliasable", "INPUT", "OUTPUT", "WEIGHT", "Buffer", "Expr", "IRFunction", "IRProgram",
            "Instr", "MemoryPlan", "View", "build_ir", "format_expr", "format_instr", "format_ir",
            "format_memory_plan", "generate_ir", "ir_pipeline", "lower_to_ir", "plan_memory",
            "run_ir_passes", "schedule", "verify_ir"]
