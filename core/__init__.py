@@ -29,6 +29,10 @@ def __getattr__(name):
         from .onnx_import import load_onnx
 
         return load_onnx
+    if name in ("Generator", "generate"):
+        from . import generation as gen
+
+        return getattr(gen, name)
     raise AttributeError(f"module 'glow' has no attribute '{name}'")
 
 
@@ -36,6 +40,6 @@ __all__ = [
     "API_VERSION", "Backend", "BackendError", "CompileOptions", "Device", "Executable", "GlowError",
     "GlowWarning", "Graph", "GraphBuilder", "GraphError", "InputError", "InternalError", "LoweringError",
     "ModelLoadError", "Node", "Profile", "ProfileRecord", "TensorInfo", "UnsupportedOpError", "Value",
-    "available_backends", "compile", "dtypes", "hookimpl", "load",
+    "Generator", "available_backends", "compile", "dtypes", "generate", "hookimpl", "load",
     "load_onnx", "quantize", "run_graph",
 ]

@@ -183,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--json", action="store_true")
     bn.set_defaults(func=cmd_bench)
 
+    from .cli_generate import add_parser as add_generate
+
+    add_generate(sub)
     qz = sub.add_parser("quantize", help="quantize a float model to int8 (a QDQ model) from calibration data",
                         description="Profile MODEL's float tensors on the calibration inputs (ranges and "
                         "histograms, on the reference interpreter) and write a standard QDQ ONNX model: "
