@@ -336,10 +336,11 @@ class Generator:
     # -- the loop -----------------------------------------------------------------------------------------
     def generate(self, prompt_ids, max_new_tokens: int = 32, *, do_sample: bool = False, temperature: float = 1.0,
                  top_k: int = 0, top_p: float = 1.0, seed: int | None = None, eos_token_id=None,
-                 on_token=None) -> np.ndarray:
+                 on_token=None, on_logits=None) -> np.ndarray:
         """New tokens for each prompt, [batch, n] (n <= max_new_tokens: fewer when every row
         ended with an end-of-sequence token; a row that ended earlier is filled with the pad id).
-        `on_token(tokens)` is called with each step's [batch] tokens as they come."""
+        `on_token(tokens)` is called with each step's [batch] tokens as they come, `on_logits(logits)`
+        with the [batch, vocab] logits they were chosen from."""
         if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
             raise InputError(f"max_new_tokens must be a whole number of at least 1, got {max_new_tokens!r}")
         sampler = Sampler(do_sample, temperature, top_k, top_p, seed)
@@ -360,6 +361,8 @@ class Generator:
         tokens, done = [], np.zeros(batch, bool)
         first = None
         for step in range(max_new_tokens):
+            if on_logits is not None:
+                on_logits(logits)
             nxt = sampler(logits)
             nxt = np.where(done, info.pad, nxt).astype(np.int64)
             tokens.append(nxt)
