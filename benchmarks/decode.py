@@ -150,8 +150,8 @@ class OpenVinoGenai:
 
     def __init__(self, folder, threads, hint):
         self.name = f"openvino-genai {hint}"
-        self.proc = subprocess.Popen([sys.executable, "-c", OV_WORKER, folder, str(threads), hint],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.proc = subprocess.Popen([sys.executable, "-c", OV_WORKER, folder, str(threads), hint], text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         if self._read() is None:
             raise RuntimeError("crashed while loading")
 
@@ -188,7 +188,8 @@ print(best / 1e9)
 
 def bandwidth(threads: int) -> float:
     """GB/s of a dot product of two 384 MiB vectors (BLAS, `threads` threads): reading memory."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    n = str(threads)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=n, OMP_NUM_THREADS=n, MKL_NUM_THREADS=n)
     out = subprocess.run([sys.executable, "-c", BANDWIDTH], capture_output=True, text=True, env=env, check=True)
     return float(out.stdout.strip())
 
