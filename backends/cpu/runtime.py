@@ -46,6 +46,12 @@ def _address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
+def _span(a: np.ndarray) -> tuple[int, int]:
+    """[first byte, end) of a C-contiguous array's memory (what two arrays could share)."""
+    start = _address(a)
+    return start, start + a.nbytes
+
+
 class NativeProgram:
     """One static graph as native code: `run({name: array}) -> {name: array}`."""
 
@@ -163,14 +169,16 @@ class NativeProgram:
         also an input's is written in place only where the program allows it (`aliasable`);
         otherwise the output goes to a new array, copied into the caller's after the run."""
         outs, later = [], []
+        spans = [(i, _span(a)) for (i, _, _), a in zip(self.inputs, arrays)] if into else ()
         for k, (name, dtype, shape) in enumerate(self.outputs):
             arr = into.get(name)
             if arr is not None and arr.shape != shape:
                 raise InputError(f"into=: output '{name}' has shape {list(shape)}, the array {list(arr.shape)}")
-            if arr is not None and any(np.shares_memory(arr, a) and not self.aliasable(i, name)
-                                       for (i, _, _), a in zip(self.inputs, arrays)):
-                later.append((k, arr))
-                arr = None
+            if arr is not None:
+                lo, hi = _span(arr)
+                if any(a < hi and lo < b and not self.aliasable(i, name) for i, (a, b) in spans):
+                    later.append((k, arr))
+                    arr = None
             outs.append(np.empty(shape, dtype) if arr is None else arr)
         return outs, later
 
