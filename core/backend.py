@@ -213,13 +213,14 @@ class Executable:
             return {}
         if not isinstance(into, dict):
             raise InputError(f"into= must be a dict of output name -> array, got {type(into).__name__}")
-        known = {v.name: v for v in self.graph.outputs}
+        infos = self.__dict__.get("_output_infos")
+        if infos is None:  # asked on every step of a generation: made once
+            infos = self.__dict__["_output_infos"] = {v.name: _info(v) for v in self.graph.outputs}
         out = {}
         for name, arr in into.items():
-            v = known.get(name)
-            if v is None:
+            info = infos.get(name)
+            if info is None:
                 raise InputError(f"into=: unknown output name '{name}'; the graph's outputs are {self.output_names}")
-            info = _info(v)
             if not isinstance(arr, np.ndarray) or not arr.flags.c_contiguous or not arr.flags.writeable:
                 raise InputError(f"into=: output '{name}' needs a writable C-contiguous numpy array")
             if info.np_dtype is None or arr.dtype != info.np_dtype:

@@ -197,3 +197,22 @@ def test_norms_and_rotary_on_every_backend(name, backend):
     got = glow.compile(model, backend=be, native=native, strict=True).run(feeds)
     for k in want:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("d", [8, 24, 64])
+@pytest.mark.parametrize("form", ["packed-rotary", "interleaved-window", "softcap"])
+def test_cpu_kernel_over_long_caches_and_head_sizes(d, form):
+    """Keys in blocks of a vector's lanes (16, or 8 for head sizes that 16 does not divide): full
+    and partial blocks, a window that starts mid-block, rows of other lengths."""
+    kw = dict(FORMS[form])
+    if form == "interleaved-window":
+        kw["window"] = 37
+    rng = np.random.default_rng(d)
+    for b, s, past, lens, total in ((2, 1, 80, [70, 33], 80), (1, 40, 80, [40], 40), (1, 7, 96, [59], 96)):
+        model = gqa_model(b, s, 4, 2, d, past, rot_rows=128, **kw)
+        feeds = gqa_feeds(rng, b, s, 4, 2, d, past, lens, total, packed=kw["packed"], rotary=kw["rotary"],
+                          rot_rows=128)
+        want = glow.compile(model, backend="reference").run(feeds)
+        got = glow.compile(model, backend="cpu", strict=True).run(feeds)
+        np.testing.assert_allclose(got["y"], want["y"], rtol=2e-5, atol=2e-6)
+        np.testing.assert_array_equal(got["present_key"], want["present_key"])

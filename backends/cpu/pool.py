@@ -126,16 +126,21 @@ class ThreadPool:
 class ThreadChoice:
     """Per program: run the next call on the whole pool or on the caller alone (`pick() -> solo`),
     by a moving average of the measured time of each (`record(solo, seconds)`). The slower way is
-    tried again after 2, 4 and 8 calls, then every EXPLORE calls or, when that is a long time,
-    every EXPLORE_S seconds (after at least EXPLORE_MIN calls), and its stale average is then
-    replaced by the new time, so that a machine that gets idle or busy is followed soon. The
-    clock matters for calls of some milliseconds: a second thread stalled for a while (another
-    process's spinning threads) made ShuffleNet run alone at 8 ms for the next 16 calls, where
-    both threads, free again, took 6."""
+    tried again after 2, 4 and 8 calls (of microseconds, or when the two were within 30 %: a
+    first call may mislead), then so that it costs a small share of the time: every
+    EXPLORE calls while that many slow calls take under EXPLORE_S seconds (calls of microseconds),
+    else when this program has run SHARE times the slower way's time, and at least EXPLORE_S
+    seconds and EXPLORE_MIN calls have passed; its stale average is then replaced by the new time,
+    so that a machine that gets idle or busy is followed soon. The clock matters for calls of some milliseconds: a second thread
+    stalled for a while (another process's spinning threads) made ShuffleNet run alone at 8 ms for
+    the next 16 calls, where both threads, free again, took 6. And the share matters for calls of
+    some milliseconds that run many times (an LLM's decoding steps): trying the slower way on one
+    call in four cost a 2-thread decoder a tenth of its rate."""
 
     EXPLORE = 16
     EXPLORE_MIN = 4
     EXPLORE_S = 0.05
+    SHARE = 32  # the slower way is tried once per this many times its own time, at most
     WEIGHT = 0.5  # of a new time in the average of the way in use
 
     def __init__(self, clock=time.perf_counter):
@@ -143,17 +148,23 @@ class ThreadChoice:
         self.calls = 0
         self.clock = clock
         self.explored_at = (0, clock())  # (calls, time) when the slower way last ran
+        self.busy = 0.0  # seconds this program ran since then (not the wall clock: a prefill
+        # that runs once per generation would otherwise try the slower way every few calls)
 
     def pick(self) -> bool:
         for solo in (False, True):
             if self.avg[solo] is None:
                 return solo
         faster = self.avg[True] < self.avg[False]
+        slow = self.avg[not faster]
         n = self.calls
         since_n, since_t = n - self.explored_at[0], self.clock() - self.explored_at[1]
-        if (n % self.EXPLORE == 0 or n & (n - 1) == 0
-                or since_n >= self.EXPLORE_MIN and since_t >= self.EXPLORE_S):
+        cheap = slow * self.EXPLORE <= self.EXPLORE_S
+        close = slow < 1.3 * self.avg[faster]  # the first times may mislead: look again soon
+        if ((cheap or close) and n & (n - 1) == 0 and n <= 8 or cheap and n % self.EXPLORE == 0
+                or since_n >= self.EXPLORE_MIN and min(since_t, self.busy) >= max(self.EXPLORE_S, self.SHARE * slow)):
             self.explored_at = (n, self.clock())
+            self.busy = 0.0
             return not faster
         return faster
 
@@ -162,6 +173,7 @@ class ThreadChoice:
         stale = old is None or other is not None and old > other
         self.avg[solo] = seconds if stale else old + (seconds - old) * self.WEIGHT
         self.calls += 1
+        self.busy += seconds
 
 
 _pools: dict[tuple, ThreadPool] = {}

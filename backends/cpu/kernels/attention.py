@@ -30,7 +30,6 @@ from ..codegen import cpu_kernel
 from ..irutil import F32, I32, I64, PTR
 from . import vmath
 from .index import record_bad_index
-from .softmax import hreduce
 
 MS = "com.microsoft"
 
@@ -186,7 +185,40 @@ def _emit_cache(cg, geo: _Geometry, site: int):
     return kb
 
 
+def _sums(kb, vecs):
+    """[sum(v) for v in vecs] as one vector (len(vecs) == lanes), by halving: two vectors holding
+    S sources of P partial sums each make one holding 2S sources of P/2 (two shuffles and an add),
+    until each lane is one source's sum, in the order of `vecs`."""
+    b = kb.b
+    w = len(vecs)
+    parts = w  # partial sums per source in each vector
+    while len(vecs) > 1:
+        half = parts // 2
+        lo = [(x // half) * parts + x % half if x < w // 2 else w + ((x - w // 2) // half) * parts + x % half
+              for x in range(w)]
+        hi = [i + half for i in lo]
+        lo_m, hi_m = (ir.Constant(ir.VectorType(I32, w), m) for m in (lo, hi))
+        vecs = [b.fadd(b.shuffle_vector(x, y, lo_m), b.shuffle_vector(x, y, hi_m))
+                for x, y in zip(vecs[0::2], vecs[1::2])]
+        parts = half
+    return vecs[0]
+
+
+def _hreduce(kb, v, w, combine):
+    """The `w` lanes of v combined pairwise (a fixed order); a scalar."""
+    b = kb.b
+    while w > 1:
+        w //= 2
+        idx = ir.VectorType(I32, w)
+        v = combine(b.shuffle_vector(v, v, ir.Constant(idx, list(range(w)))),
+                    b.shuffle_vector(v, v, ir.Constant(idx, list(range(w, 2 * w)))))
+    return b.extract_element(v, ir.Constant(I32, 0))
+
+
 def _emit_attend(cg, geo: _Geometry):
+    """Per query: keys in blocks of W (the lanes of a vector): W dot products at once (their sums
+    transposed into one vector), one vector exp for the block's probabilities, the running max and
+    sum updated once per block, and the block's values added into the accumulator (in registers)."""
     kb = cg.function("GQA.attend", [PTR, PTR, PTR, PTR, PTR, PTR, PTR, PTR, I64, I64])
     q, ok, ov, y, seqlens, total, cos, sin, tid, nth = kb.args
     b = kb.b
@@ -199,19 +231,13 @@ def _emit_attend(cg, geo: _Geometry):
     hi = b.sdiv(b.mul(kb.i64(items), b.add(tid, kb.i64(1))), nth)
     qb = kb.array(F32, D)
     zero_v = ir.Constant(vt, [0.0] * W)
+    neg_v = ir.Constant(vt, [-float("inf")] * W)
+    lanes = ir.Constant(ir.VectorType(I64, W), list(range(W)))
     acc = [kb.var(vt) for _ in range(nc)]
     m_var, l_var = kb.var(F32), kb.var(F32)
 
     def vload(ptr, off):
         return b.load(kb.ptr(ptr, off), typ=vt, align=4)
-
-    def hsum(v):
-        if W == 16:
-            return hreduce(kb, v, b.fadd)
-        total_ = b.extract_element(v, ir.Constant(I32, 0))
-        for j in range(1, W):
-            total_ = b.fadd(total_, b.extract_element(v, ir.Constant(I32, j)))
-        return total_
 
     with kb.loop(lo, hi, name="item") as item:
         b_ = b.sdiv(item, kb.i64(geo.H * S))
@@ -237,25 +263,43 @@ def _emit_attend(cg, geo: _Geometry):
                 b.store(kb.f32(-float("inf")), m_var)
                 b.store(kb.f32(0.0), l_var)
                 qv = [vload(qb, kb.i64(c * W)) for c in range(nc)]
-                with kb.loop(t_lo, t_hi, name="t") as t:
-                    krow = geo.kv_row(kb, None, b_, g, t)
-                    dot = b.fmul(qv[0], vload(ok, krow))
-                    for c in range(1, nc):
-                        dot = kb.fma(qv[c], vload(ok, b.add(krow, kb.i64(c * W))), dot)
-                    logit = hsum(dot)
+                base = geo.kv_row(kb, None, b_, g, kb.i64(0))
+                blocks = b.udiv(b.add(b.sub(t_hi, t_lo), kb.i64(W - 1)), kb.i64(W))
+                with kb.loop(0, blocks, name="blk") as blk:
+                    t0 = b.add(t_lo, b.mul(blk, kb.i64(W)))
+                    left = b.sub(t_hi, t0)
+                    n = b.select(b.icmp_signed("<", left, kb.i64(W)), left, kb.i64(W))
+                    last = b.sub(t_hi, kb.i64(1))
+                    dots = []
+                    for j in range(W):  # key t0 + j (a row past the last valid one reads the last)
+                        t = b.add(t0, kb.i64(j))
+                        row = b.add(base, b.mul(b.select(b.icmp_signed("<", t, t_hi), t, last), kb.i64(D)))
+                        d = b.fmul(qv[0], vload(ok, row))
+                        for c in range(1, nc):
+                            d = kb.fma(qv[c], vload(ok, b.add(row, kb.i64(c * W))), d)
+                        dots.append(d)
+                    logits = _sums(kb, dots)
                     if geo.softcap > 0:
-                        scaled = b.fdiv(logit, kb.f32(geo.softcap))
-                        logit = b.fmul(vmath.emit_unary(kb, "Tanh", scaled), kb.f32(geo.softcap))
+                        cap = kb.splat(kb.f32(geo.softcap), W)
+                        logits = b.fmul(vmath.emit_unary(kb, "Tanh", b.fdiv(logits, cap)), cap)
+                    valid = b.icmp_signed("<", lanes, kb.splat(n, W))
+                    logits = b.select(valid, logits, neg_v)
                     m_old = b.load(m_var)
-                    m_new = b.select(b.fcmp_ordered(">", logit, m_old), logit, m_old)
+                    m_blk = _hreduce(kb, logits, W, lambda a, c: b.select(b.fcmp_ordered(">", a, c), a, c))
+                    m_new = b.select(b.fcmp_ordered(">", m_blk, m_old), m_blk, m_old)
                     corr = vmath.emit_unary(kb, "Exp", b.fsub(m_old, m_new))
-                    p = vmath.emit_unary(kb, "Exp", b.fsub(logit, m_new))
-                    b.store(b.fadd(b.fmul(b.load(l_var), corr), p), l_var)
+                    p = vmath.emit_unary(kb, "Exp", b.fsub(logits, kb.splat(m_new, W)))
+                    b.store(b.fadd(b.fmul(b.load(l_var), corr), _hreduce(kb, p, W, b.fadd)), l_var)
                     b.store(m_new, m_var)
-                    cv, pv_ = kb.splat(corr, W), kb.splat(p, W)
-                    for c in range(nc):
-                        val = vload(ov, b.add(krow, kb.i64(c * W)))
-                        b.store(kb.fma(pv_, val, b.fmul(b.load(acc[c]), cv)), acc[c])
+                    cv = kb.splat(corr, W)
+                    new = [b.fmul(b.load(a_), cv) for a_ in acc]
+                    for a_, v_ in zip(acc, new):
+                        b.store(v_, a_)
+                    with kb.loop(0, n, name="j") as j:
+                        pj = kb.splat(b.extract_element(p, b.trunc(j, I32)), W)
+                        row = b.add(base, b.mul(b.add(t0, j), kb.i64(D)))
+                        for c, a_ in enumerate(acc):
+                            b.store(kb.fma(pj, vload(ov, b.add(row, kb.i64(c * W))), b.load(a_)), a_)
                 total_w = b.load(l_var)
                 inv = b.select(b.fcmp_ordered(">", total_w, kb.f32(0.0)), b.fdiv(kb.f32(1.0), total_w), kb.f32(0.0))
                 iv = kb.splat(inv, W)
