@@ -15,13 +15,14 @@ Per config, thread count and prompt length: fresh random prompt ids every round,
 engine of the round, engines in turns; greedy, exactly --new-tokens tokens. TTFT is the time to the
 first new token (prefill included), the decode rate the tokens after it over their time; medians
 over --rounds, after one untimed run of each engine. openvino-genai runs with prefix caching off
-(a repeated prompt would otherwise skip its prefill), at its f32 hint and at its default precision (bf16 on AVX512-BF16/AMX hosts), each in
-a worker process of its own (its default precision has crashed with SIGFPE at one thread: such a
-cell is reported as crashed). glow compiles its prefill bucket and decoding step before the clock
-(`Generator.prepare`; onnxruntime-genai's session and openvino-genai's pipeline are made before
-too). Also: the host's memory bandwidth (one core, all cores), glow's fraction of it (bytes of
-weights and KV cache read per token x tokens/s), and parity of glow with onnxruntime-genai (greedy
-tokens, every step's logits). Results: benchmarks/results-decode.json.
+(a repeated prompt would otherwise skip its prefill), at its f32 hint and at its default precision
+(bf16 on AVX512-BF16/AMX hosts), each in a worker process of its own (its default precision has
+crashed with SIGFPE at one thread: such a cell is reported as crashed). glow compiles its prefill
+bucket and decoding step before the clock (`Generator.prepare`; onnxruntime-genai's session and
+openvino-genai's pipeline are made before too). Also: the host's memory bandwidth (one core, all
+cores), glow's fraction of it (bytes of weights and KV cache read per token x tokens/s), and parity
+of glow with onnxruntime-genai (greedy tokens, every step's logits). Results:
+benchmarks/results-decode.json.
 """
 
 from __future__ import annotations

@@ -126,16 +126,16 @@ class ThreadPool:
 class ThreadChoice:
     """Per program: run the next call on the whole pool or on the caller alone (`pick() -> solo`),
     by a moving average of the measured time of each (`record(solo, seconds)`). The slower way is
-    tried again after 2, 4 and 8 calls (of microseconds, or when the two were within 30 %: a
-    first call may mislead), then so that it costs a small share of the time: every
-    EXPLORE calls while that many slow calls take under EXPLORE_S seconds (calls of microseconds),
-    else when this program has run SHARE times the slower way's time, and at least EXPLORE_S
-    seconds and EXPLORE_MIN calls have passed; its stale average is then replaced by the new time,
-    so that a machine that gets idle or busy is followed soon. The clock matters for calls of some milliseconds: a second thread
-    stalled for a while (another process's spinning threads) made ShuffleNet run alone at 8 ms for
-    the next 16 calls, where both threads, free again, took 6. And the share matters for calls of
-    some milliseconds that run many times (an LLM's decoding steps): trying the slower way on one
-    call in four cost a 2-thread decoder a tenth of its rate."""
+    tried again after 2, 4 and 8 calls (of microseconds, or when the two were within 30 %: a first
+    call may mislead), then so that it costs a small share of the time: every EXPLORE calls while
+    that many slow calls take under EXPLORE_S seconds (calls of microseconds), else when this
+    program has run SHARE times the slower way's time, and at least EXPLORE_S seconds and
+    EXPLORE_MIN calls have passed; its stale average is then replaced by the new time, so that a
+    machine that gets idle or busy is followed soon. The clock matters for calls of some
+    milliseconds: a second thread stalled for a while (another process's spinning threads) made
+    ShuffleNet run alone at 8 ms for the next 16 calls, where both threads, free again, took 6. And
+    the share matters for calls of some milliseconds that run many times (an LLM's decoding steps):
+    trying the slower way on one call in four cost a 2-thread decoder a tenth of its rate."""
 
     EXPLORE = 16
     EXPLORE_MIN = 4
