@@ -133,6 +133,18 @@ def test_calls_of_some_milliseconds_try_the_slower_way_for_a_small_share_of_the_
     assert c.pick() is False
 
 
+def test_a_long_call_is_not_tried_alone_until_its_budget_allows():
+    """A prefill of seconds on the pool: run alone on the second call it would cost a generation its
+    first token; it is tried alone once it has run SHARE times as long on the pool."""
+    c = ThreadChoice(clock=lambda: 0.0)
+    picks = []
+    for _ in range(40):
+        picks.append(c.pick())
+        c.record(picks[-1], 0.2 if not picks[-1] else 0.35)
+    assert picks[:ThreadChoice.SHARE] == [False] * ThreadChoice.SHARE and True in picks
+    assert picks.count(True) == 1  # and, slower alone by far, not again soon
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_two_devices_run_at_the_same_time(threads):
     both = threading.Barrier(2, timeout=5)  # broken unless the two calls overlap

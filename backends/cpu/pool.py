@@ -125,12 +125,15 @@ class ThreadPool:
 
 class ThreadChoice:
     """Per program: run the next call on the whole pool or on the caller alone (`pick() -> solo`),
-    by a moving average of the measured time of each (`record(solo, seconds)`). The slower way is
-    tried again after 2, 4 and 8 calls (of microseconds, or when the two were within 30 %: a first
-    call may mislead), then so that it costs a small share of the time: every EXPLORE calls while
-    that many slow calls take under EXPLORE_S seconds (calls of microseconds), else when this
-    program has run SHARE times the slower way's time, and at least EXPLORE_S seconds and
-    EXPLORE_MIN calls have passed; its stale average is then replaced by the new time, so that a
+    by a moving average of the measured time of each (`record(solo, seconds)`). The pool comes first,
+    then the caller alone (after a call of over EXPLORE_S on the pool, only once the budget below
+    allows: a prefill of seconds run alone would cost a generation its first token). The slower way is
+    tried again after 2, 4 and 8 calls and then every EXPLORE calls while that is cheap: while that
+    many slow calls take under EXPLORE_S seconds (calls of microseconds), or while the two are
+    within 30 % (a first call, or a moment when another process's threads held the other core, may
+    have misled: the way that lost is soon looked at again). Otherwise so that it costs a small
+    share of the time: when this program has run SHARE times the slower way's time, and at least
+    EXPLORE_S seconds and EXPLORE_MIN calls have passed; its stale average is then replaced by the new time, so that a
     machine that gets idle or busy is followed soon. The clock matters for calls of some
     milliseconds: a second thread stalled for a while (another process's spinning threads) made
     ShuffleNet run alone at 8 ms for the next 16 calls, where both threads, free again, took 6. And
@@ -152,16 +155,18 @@ class ThreadChoice:
         # that runs once per generation would otherwise try the slower way every few calls)
 
     def pick(self) -> bool:
-        for solo in (False, True):
-            if self.avg[solo] is None:
-                return solo
+        if self.avg[False] is None:
+            return False
+        if self.avg[True] is None:  # the caller alone is tried second, except after a long call:
+            # work that keeps every thread busy for EXPLORE_S is looked at alone only when due
+            return self.avg[False] < self.EXPLORE_S or self.busy >= self.SHARE * self.avg[False]
         faster = self.avg[True] < self.avg[False]
         slow = self.avg[not faster]
         n = self.calls
         since_n, since_t = n - self.explored_at[0], self.clock() - self.explored_at[1]
         cheap = slow * self.EXPLORE <= self.EXPLORE_S
         close = slow < 1.3 * self.avg[faster]  # the first times may mislead: look again soon
-        if ((cheap or close) and n & (n - 1) == 0 and n <= 8 or cheap and n % self.EXPLORE == 0
+        if ((cheap or close) and (n & (n - 1) == 0 and n <= 8 or n % self.EXPLORE == 0)
                 or since_n >= self.EXPLORE_MIN and min(since_t, self.busy) >= max(self.EXPLORE_S, self.SHARE * slow)):
             self.explored_at = (n, self.clock())
             self.busy = 0.0
