@@ -106,7 +106,7 @@ class Glow:
 
         self.gen = glow.Generator(folder, backend="cpu", threads=threads)
         for n in prompt_lengths:
-            self.gen.prepare(1, n)
+            self.gen.prepare(1, n, new_tokens)
 
     def run(self, ids, new):
         tokens = self.gen.generate([ids], new, eos_token_id=[])

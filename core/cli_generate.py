@@ -72,7 +72,7 @@ def cmd_generate(args) -> int:
     tok = _tokenizer(args.model) if args.prompt is not None else None
     prompts = _ids(args.prompt_ids) if tok is None else [tok.encode(args.prompt).ids]
     gen = Generator(args.model, backend=args.backend, threads=args.threads, max_length=args.max_length)
-    gen.prepare(len(prompts), max(len(p) for p in prompts))  # compiled before the clock starts
+    gen.prepare(len(prompts), max(len(p) for p in prompts), args.max_new_tokens)  # compiled before the clock
     tokens = gen.generate(prompts, args.max_new_tokens, do_sample=args.do_sample, temperature=args.temperature,
                           top_k=args.top_k, top_p=args.top_p, seed=args.seed)
     s = gen.stats

@@ -16,8 +16,15 @@ passed as both past and present: each step writes its own rows into it in place
 (`Executable.run(..., into=)`; onnxruntime-genai's `past_present_share_buffer`), and the step's
 shapes do not change from one token to the next (the attention mask is max_length wide, zeros past
 each row's length), so one compiled program serves every decoding step and one serves each prompt
-length bucket (prompts are right-padded to a multiple of PROMPT_BUCKET). Otherwise (a model of
-plain ops whose present is Concat(past, new)), the cache grows by a copy each step.
+length bucket (prompts are right-padded to a multiple of PROMPT_BUCKET).
+
+Otherwise (a model of plain ops whose present is Concat(past, new), as optimum exports them) the
+model itself copies the past into its present each step. Where it takes position_ids, the past is
+still fed at one width for the whole generation: a buffer of CACHE_BUCKET-rounded capacity whose
+unused slots the attention mask zeroes, each step's new row copied from the present into the next
+slot, so the decoding step's shapes do not change either (one compile, not one per token). A model
+without position_ids (its positions would follow the cache's width) or with a sliding window (its
+window would count unused slots) is fed the exact cache, which grows by one row a step.
 
 Logits: only each row's last position is needed, so where the logits come from one MatMul over the
 final hidden states, the hidden states are narrowed to that position first (a graph input,
@@ -40,6 +47,8 @@ from .graph import Graph
 
 #: Prompts are right-padded to a multiple of this many tokens: one compiled prefill per bucket.
 PROMPT_BUCKET = 32
+#: A cache that grows by Concat is fed at a capacity rounded up to a multiple of this many rows.
+CACHE_BUCKET = 64
 LAST = "glow_last_position"
 _PAST = re.compile(r"^past_key_values\.(\d+)\.(key|value)$")
 _PRESENT = re.compile(r"^present\.(\d+)\.(key|value)$")
@@ -62,6 +71,7 @@ class DecoderInfo:
     shared: bool = False  # the cache is one buffer per layer, written in place
     position_ids: bool = False
     cache_branch: str | None = None  # optimum's merged decoder: the use_cache_branch input
+    window: int | None = None  # a sliding attention window (Hugging Face config), if any
     kv_dtype: object = np.float32
 
 
@@ -123,7 +133,8 @@ def _from_optimum(folder: str, cfg: dict) -> tuple[str, dict]:
     extra = _read_json(gen) if os.path.isfile(gen) else {}
     heads = cfg.get("num_key_value_heads") or cfg.get("num_attention_heads")
     hidden, n_heads = cfg.get("hidden_size"), cfg.get("num_attention_heads")
-    return path, {"max_length": cfg.get("max_position_embeddings"), "eos": extra.get("eos_token_id", cfg.get(
+    window = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
+    return path, {"window": window, "max_length": cfg.get("max_position_embeddings"), "eos": extra.get("eos_token_id", cfg.get(
         "eos_token_id")), "pad": extra.get("pad_token_id", cfg.get("pad_token_id")), "vocab": cfg.get("vocab_size"),
         "kv_heads": heads, "head_size": cfg.get("head_dim") or (hidden // n_heads if hidden and n_heads else None)}
 
@@ -174,6 +185,7 @@ def inspect(graph: Graph, path: str, settings: dict) -> DecoderInfo:
     logits = outs["logits"].type.shape
     info.vocab = logits[-1] if logits and isinstance(logits[-1], int) else settings.get("vocab")
     info.max_length = settings.get("max_length")
+    info.window = settings.get("window") or None
     eos = settings.get("eos")
     info.eos = tuple(eos) if isinstance(eos, (list, tuple)) else (() if eos is None else (int(eos),))
     pad = settings.get("pad")
@@ -251,22 +263,34 @@ class Generator:
         self.backend = registry().get(backend).name if backend else registry().default().name
         self.exe = compile_model(self.graph, backend=self.backend, threads=threads, strict=strict, options=options)
         self._cache: list | None = None  # the shared KV buffers, per layer (key, value)
+        self._grown: list | None = None  # a Concat-grown cache's fixed-width buffers (_grow_buffers)
         self.stats: dict = {}
         self.compile_s = 0.0  # spent compiling for new signatures in `prepare`
 
-    def prepare(self, batch: int = 1, prompt_length: int = 1) -> None:
-        """Compile now what a generation of `batch` prompts of up to `prompt_length` tokens runs
-        (the prompt bucket's prefill and the decoding step), so that neither the time to the
-        first token nor the decoding rate includes a compile. Generating compiles them anyway."""
+    def prepare(self, batch: int = 1, prompt_length: int = 1, max_new_tokens: int = 32) -> None:
+        """Compile now what a generation of `batch` prompts of up to `prompt_length` tokens and
+        `max_new_tokens` new ones runs (the prompt bucket's prefill and the decoding step), so
+        that neither the time to the first token nor the decoding rate includes a compile.
+        Generating compiles them anyway."""
         from .flow import SpecializingExecutable
 
-        if not isinstance(self.exe, SpecializingExecutable) or not self.info.shared:
+        if not isinstance(self.exe, SpecializingExecutable) or not (self.info.shared or self._fixed_width()):
             return
         t0 = time.perf_counter()
         prompts = [np.zeros(prompt_length, np.int64)] * batch
         lens = np.full(batch, prompt_length, np.int64)
-        for feeds in (self._prefill_feeds(prompts, lens), self._decode_feeds(np.zeros(batch, np.int64), lens, 0)):
-            self.exe.specialized(self._with_cache(feeds, self._kv(batch)))
+        nxt = np.zeros(batch, np.int64)
+        if self.info.shared:
+            kv = self._kv(batch)
+            steps = [(self._prefill_feeds(prompts, lens), kv), (self._decode_feeds(nxt, lens, 0), kv)]
+        else:
+            feeds, mask, positions, kv = self._grow_prefill_feeds(prompts, lens)
+            state = _Grown(mask, positions[:, -1].copy(), mask.shape[1])
+            buffers = self._grow_buffers(batch, self._capacity(state.filled, max_new_tokens))
+            state.widen(buffers, [(a[:, :, :0], b[:, :, :0]) for a, b in kv], copy=False)
+            steps = [(feeds, kv), (self._grow_decode_feeds(nxt, state), state.cache)]
+        for feeds, cache in steps:
+            self.exe.specialized(self._with_cache(feeds, cache))
         self.compile_s += time.perf_counter() - t0
 
     # -- inputs ----------------------------------------------------------------------------------
@@ -319,19 +343,12 @@ class Generator:
             feeds[pk], feeds[pv] = k, v
         return feeds
 
-    def _step(self, feeds, last, kv, grow: bool):
-        """Logits (B, V) at each row's last position; the cache updated (in place, or grown)."""
-        info = self.info
-        feeds = self._with_cache(feeds, kv)
-        into = {} if grow else {name: arr for pair, arrs in zip(info.present, kv) for name, arr in zip(pair, arrs)}
-        outs = self.exe.run(feeds, into=into)
+    def _step(self, feeds, last, kv, into: dict):
+        """Logits (B, V) at each row's last position `last`, and the run's outputs; the present
+        outputs named in `into` are written into those arrays (the shared cache: in place)."""
+        outs = self.exe.run(self._with_cache(feeds, kv), into=into)
         logits = outs["logits"]
-        if not self.narrowed:
-            logits = logits[np.arange(logits.shape[0]), last]
-        else:
-            logits = logits[:, 0]
-        new_kv = [(outs[ok], outs[ov]) for ok, ov in info.present] if grow else kv
-        return logits, new_kv
+        return (logits[:, 0] if self.narrowed else logits[np.arange(logits.shape[0]), last]), outs
 
     # -- the loop -----------------------------------------------------------------------------------------
     def generate(self, prompt_ids, max_new_tokens: int = 32, *, do_sample: bool = False, temperature: float = 1.0,
@@ -357,7 +374,7 @@ class Generator:
         if info.shared:
             logits, kv, state = self._prefill_shared(prompts, lens)
         else:
-            logits, kv, state = self._prefill_grow(prompts, lens)
+            logits, kv, state = self._prefill_grow(prompts, lens, max_new_tokens)
         tokens, done = [], np.zeros(batch, bool)
         first = None
         for step in range(max_new_tokens):
@@ -405,17 +422,30 @@ class Generator:
 
     def _prefill_shared(self, prompts, lens):
         kv = self._kv(len(prompts))
-        logits, _ = self._step(self._prefill_feeds(prompts, lens), lens - 1, kv, grow=False)
+        logits, _ = self._step(self._prefill_feeds(prompts, lens), lens - 1, kv, self._into(kv))
         return logits, kv, None
 
     def _decode_shared(self, nxt, lens, step, kv):
-        logits, _ = self._step(self._decode_feeds(nxt, lens, step), None, kv, grow=False)
+        logits, _ = self._step(self._decode_feeds(nxt, lens, step), 0, kv, self._into(kv))
         return logits
 
-    def _prefill_grow(self, prompts, lens):
-        """A cache that grows: prompts left-padded (positions count real tokens only)."""
+    def _into(self, kv) -> dict:
+        return {name: arr for pair, arrs in zip(self.info.present, kv) for name, arr in zip(pair, arrs)}
+
+    # -- a cache that grows by Concat ------------------------------------------------------------------
+    def _fixed_width(self) -> bool:
+        """Whether a Concat-grown cache can be fed at one width with unused slots masked out: the
+        model takes position_ids (positions never follow the cache's width) and attends without a
+        sliding window (which would count the unused slots)."""
+        return self.info.position_ids and not self.info.window
+
+    def _grow_prefill_feeds(self, prompts, lens):
+        """Prompts left-padded (positions count real tokens only), to a PROMPT_BUCKET multiple
+        where the cache is fed at a fixed width; an empty past."""
         info = self.info
         batch, length = len(prompts), int(lens.max())
+        if self._fixed_width():
+            length = -(-length // PROMPT_BUCKET) * PROMPT_BUCKET
         ids = np.full((batch, length), info.pad, np.int64)
         mask = np.zeros((batch, length), np.int64)
         for r, p in enumerate(prompts):
@@ -423,18 +453,91 @@ class Generator:
         positions = np.maximum(np.cumsum(mask, 1) - 1, 0)
         empty = (batch, info.kv_heads, 0, info.head_size)
         kv = [(np.zeros(empty, info.kv_dtype), np.zeros(empty, info.kv_dtype)) for _ in info.past]
-        last = np.full(batch, length - 1)
-        logits, kv = self._step(self._feeds(ids, mask, positions, last), last, kv, grow=True)
-        return logits, kv, (mask, positions[:, -1])
+        return self._feeds(ids, mask, positions, np.full(batch, length - 1)), mask, positions, kv
+
+    @staticmethod
+    def _capacity(prompt_width: int, max_new_tokens: int) -> int:
+        return -(-(prompt_width + max_new_tokens - 1) // CACHE_BUCKET) * CACHE_BUCKET
+
+    def _prefill_grow(self, prompts, lens, max_new_tokens):
+        """The prompts' pass; at a fixed width, then the cache's buffers with the prompt's rows
+        in them, the pads' rows zeroed (a pad's key or value is never read, but must be finite)."""
+        feeds, mask, positions, kv = self._grow_prefill_feeds(prompts, lens)
+        last = np.full(len(prompts), mask.shape[1] - 1)
+        logits, outs = self._step(feeds, last, kv, {})
+        kv = [(outs[k], outs[v]) for k, v in self.info.present]
+        state = _Grown(mask, positions[:, -1].copy(), mask.shape[1])
+        if self._fixed_width():
+            state.widen(self._grow_buffers(len(prompts), self._capacity(state.filled, max_new_tokens)), kv)
+            kv = state.cache
+        return logits, kv, state
+
+    def _grow_buffers(self, batch, capacity) -> list:
+        """[(cache, present)] per layer and key/value: the cache `capacity` rows wide, the present
+        one row wider; allocated once per batch size and capacity, reused by the next generation."""
+        info = self.info
+        shape = (batch, info.kv_heads, capacity, info.head_size)
+        held = self._grown
+        if held is None or held[0][0].shape != shape:
+            wide = shape[:2] + (capacity + 1,) + shape[3:]
+            self._grown = held = [(np.zeros(shape, info.kv_dtype), np.zeros(wide, info.kv_dtype))
+                                  for _ in range(2 * len(info.past))]
+        return held
+
+    def _grow_decode_feeds(self, nxt, state) -> dict:
+        batch = nxt.size
+        pos = (state.last_pos + 1).reshape(batch, 1)
+        return self._feeds(nxt.reshape(batch, 1), state.mask, pos, np.zeros(batch, np.int64))
 
     def _decode_grow(self, nxt, kv, state):
-        mask, last_pos = state
-        batch = nxt.size
-        mask = np.concatenate([mask, np.ones((batch, 1), np.int64)], axis=1)
-        pos = (last_pos + 1).reshape(batch, 1)
-        last = np.zeros(batch, np.int64)
-        logits, kv = self._step(self._feeds(nxt.reshape(batch, 1), mask, pos, last), last, kv, grow=True)
-        return logits, kv, (mask, pos[:, 0])
+        info = self.info
+        last = 0
+        if state.buffers is None:  # the exact cache: grown by the model's Concat, one row a step
+            state.mask = np.concatenate([state.mask, np.ones((nxt.size, 1), np.int64)], axis=1)
+            feeds = self._grow_decode_feeds(nxt, state)
+            logits, outs = self._step(feeds, last, kv, {})
+            kv = [(outs[k], outs[v]) for k, v in info.present]
+        else:  # a fixed width: the new row (the present's last) goes to the next free slot
+            feeds = self._grow_decode_feeds(nxt, state)
+            logits, _ = self._step(feeds, last, kv, state.into(info.present))
+            for cache, present in state.buffers:
+                cache[:, :, state.filled] = present[:, :, -1]
+            state.mask[:, state.filled] = 1
+            state.filled += 1
+        state.last_pos = feeds["position_ids"][:, 0] if "position_ids" in feeds else state.last_pos + 1
+        return logits, kv, state
+
+
+@dataclass
+class _Grown:
+    """Where a Concat-grown cache stands between steps. At a fixed width: `buffers` [(cache,
+    present)] per layer and key/value, `filled` slots used, `mask` the step's attention mask
+    (the used slots, zeros, and the new token's 1 at the end)."""
+
+    mask: np.ndarray
+    last_pos: np.ndarray
+    filled: int
+    buffers: list | None = None
+    cache: list | None = None
+
+    def widen(self, buffers, kv, copy: bool = True) -> None:
+        """Move to the fixed-width `buffers`, the prompt's cache `kv` copied in (unless not `copy`)."""
+        rows = self.mask[:, None, :, None] > 0
+        for (cache, _), arr in zip(buffers, (a for pair in kv for a in pair)):
+            if copy:
+                np.copyto(cache[:, :, :self.filled], np.where(rows, arr, 0))
+                cache[:, :, self.filled:] = 0
+        width = buffers[0][0].shape[2]
+        mask = np.zeros((self.mask.shape[0], width + 1), np.int64)
+        mask[:, :self.filled], mask[:, -1] = self.mask, 1
+        self.mask, self.buffers = mask, buffers
+        self.cache = [(buffers[2 * i][0], buffers[2 * i + 1][0]) for i in range(len(buffers) // 2)]
+
+    def into(self, present_names) -> dict:
+        """The present outputs' arrays: each step's run writes the grown cache there."""
+        wide = [p for _, p in self.buffers]
+        return {name: arr for pair, arrs in zip(present_names, zip(wide[::2], wide[1::2]))
+                for name, arr in zip(pair, arrs)}
 
 
 class Sampler:

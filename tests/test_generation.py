@@ -23,7 +23,9 @@ def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("decoders")
     genai = write_genai_folder(str(root / "genai"), genai_decoder(), max_length=64)
     plain = write_optimum_folder(str(root / "plain"), plain_decoder())
-    return {"genai": genai, "plain": plain}
+    # a sliding window: the cache is fed at its exact length, grown by the model one row a step
+    exact = write_optimum_folder(str(root / "exact"), plain_decoder(), config={"sliding_window": 4096})
+    return {"genai": genai, "plain": plain, "plain-exact": exact}
 
 
 def recompute(path, prompt, n):
@@ -46,13 +48,14 @@ def recompute(path, prompt, n):
     return tokens, logits
 
 
-@pytest.mark.parametrize("kind", ["genai", "plain"])
+@pytest.mark.parametrize("kind", ["genai", "plain", "plain-exact"])
 @pytest.mark.parametrize("backend", ["cpu", "reference"])
 def test_greedy_tokens_and_logits_equal_a_full_recompute(folders, kind, backend):
     if backend_unavailable(backend):
         pytest.skip(f"{backend} unavailable")
     gen = glow.Generator(folders[kind], backend=backend, threads=2)
     assert gen.info.shared == (kind == "genai")
+    assert gen._fixed_width() == (kind == "plain")  # a Concat-grown cache fed at one width
     seen = []
     tokens = gen.generate(PROMPTS, 10, on_token=seen.append)  # a batch of two prompts of other lengths
     assert tokens.shape == (2, 10) and len(seen) == 10
@@ -94,6 +97,33 @@ def test_no_compile_and_no_allocation_after_the_first_decoding_step(folders):
     assert gen._kv(1) is cache and all(a is b for pair in zip(gen._kv(1), cache) for a, b in zip(*pair))
     # peak traced memory per step: logits and feeds, never a copy of one layer's cache
     assert max(sizes[1:]) < layer_bytes // 8, (sizes, layer_bytes)
+
+
+def test_a_concat_grown_cache_compiles_once_for_every_step(folders, tmp_path):
+    """An optimum-style decoder (present = Concat(past, new)): the past is fed at one capacity
+    with unused slots masked, so one compiled step serves the whole generation, and the step
+    writes the model's present into buffers held across steps (no cache-sized allocation)."""
+    folder = write_optimum_folder(str(tmp_path / "wide"), plain_decoder(hidden=128, heads=4, kv_heads=4))
+    gen = glow.Generator(folder, backend="cpu", threads=1)
+    gen.prepare(1, 5, max_new_tokens=200)
+    compiles = gen.exe.stats["compiles"]
+    assert compiles == 2  # the prompt bucket's prefill and the decoding step at capacity 256
+    extra, held = [], [0]
+    tracemalloc.start()
+
+    def step(_):  # the most a step allocated beyond what was held before it
+        now, peak = tracemalloc.get_traced_memory()
+        extra.append(peak - held[0])
+        held[0] = now
+        tracemalloc.reset_peak()
+    tokens = gen.generate([PROMPTS[0]], 200, eos_token_id=-1, on_token=step)
+    tracemalloc.stop()
+    assert tokens.shape == (1, 200) and gen.exe.stats["compiles"] == compiles
+    layer_bytes = gen._grown[0][0].nbytes  # 4 heads x 256 slots x 32 x 4 bytes
+    assert gen._grown[0][0].shape[2] == 256
+    assert max(extra[1:]) < layer_bytes // 8, (extra, layer_bytes)
+    want, _ = recompute(folder, PROMPTS[0], 30)  # and the tokens of no cache at all
+    assert tokens[0, :30].tolist() == want
 
 
 def test_sampling_is_seeded_and_bounded(folders):

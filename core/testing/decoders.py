@@ -195,13 +195,14 @@ def write_genai_folder(path: str, model: onnx.ModelProto, *, max_length: int = 1
     return path
 
 
-def write_optimum_folder(path: str, model: onnx.ModelProto, *, max_positions: int = 256, eos: int = 1) -> str:
-    """model.onnx and the config.json a Hugging Face export carries."""
+def write_optimum_folder(path: str, model: onnx.ModelProto, *, max_positions: int = 256, eos: int = 1,
+                         config: dict | None = None) -> str:
+    """model.onnx and the config.json a Hugging Face export carries (`config`: more of its keys)."""
     os.makedirs(path, exist_ok=True)
     onnx.save(model, os.path.join(path, "model.onnx"))
     past = next(i for i in model.graph.input if i.name == "past_key_values.0.key").type.tensor_type.shape.dim
     cfg = {"model_type": "llama", "max_position_embeddings": max_positions, "eos_token_id": eos,
-           "num_key_value_heads": past[1].dim_value, "head_dim": past[3].dim_value}
+           "num_key_value_heads": past[1].dim_value, "head_dim": past[3].dim_value, **(config or {})}
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(cfg, f)
     return path
