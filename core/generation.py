@@ -133,10 +133,12 @@ def _from_optimum(folder: str, cfg: dict) -> tuple[str, dict]:
     extra = _read_json(gen) if os.path.isfile(gen) else {}
     heads = cfg.get("num_key_value_heads") or cfg.get("num_attention_heads")
     hidden, n_heads = cfg.get("hidden_size"), cfg.get("num_attention_heads")
+    head_size = cfg.get("head_dim") or (hidden // n_heads if hidden and n_heads else None)
     window = cfg.get("sliding_window") if cfg.get("use_sliding_window", True) else None
-    return path, {"window": window, "max_length": cfg.get("max_position_embeddings"), "eos": extra.get("eos_token_id", cfg.get(
-        "eos_token_id")), "pad": extra.get("pad_token_id", cfg.get("pad_token_id")), "vocab": cfg.get("vocab_size"),
-        "kv_heads": heads, "head_size": cfg.get("head_dim") or (hidden // n_heads if hidden and n_heads else None)}
+    return path, {"window": window, "max_length": cfg.get("max_position_embeddings"),
+                  "eos": extra.get("eos_token_id", cfg.get("eos_token_id")),
+                  "pad": extra.get("pad_token_id", cfg.get("pad_token_id")), "vocab": cfg.get("vocab_size"),
+                  "kv_heads": heads, "head_size": head_size}
 
 
 # -- the decoder's interface -------------------------------------------------------------------------
