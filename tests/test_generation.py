@@ -159,6 +159,11 @@ def test_bad_input_is_one_line(folders, tmp_path):
         gen.generate([[1, 2]], 0)
     with pytest.raises(glow.InputError, match="temperature"):
         gen.generate([[1, 2]], 2, do_sample=True, temperature=0)
+    model = genai_decoder()
+    next(n for n in model.graph.node if n.op_type == "SkipSimplifiedLayerNormalization").op_type = "SkipFancyNorm"
+    unknown = write_genai_folder(str(tmp_path / "unknown"), model, max_length=64)
+    with pytest.raises(glow.UnsupportedOpError, match=r"com.microsoft.SkipFancyNorm \(x1\)"):
+        glow.Generator(unknown)
 
 
 def _glow(*args):
@@ -182,3 +187,8 @@ def test_glow_generate_cli(folders, tmp_path):
         assert r.returncode == 2 and why in r.stderr and r.stderr.count("\n") == 1, r.stderr
     r = _glow("generate", str(tmp_path), "--prompt-ids", "1")
     assert r.returncode == 2 and "genai_config.json" in r.stderr
+    model = genai_decoder()
+    next(n for n in model.graph.node if n.op_type == "SkipSimplifiedLayerNormalization").op_type = "SkipFancyNorm"
+    r = _glow("generate", write_genai_folder(str(tmp_path / "unknown"), model, max_length=64), "--prompt-ids", "1")
+    assert r.returncode == 2 and "unsupported op type(s): com.microsoft.SkipFancyNorm" in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
