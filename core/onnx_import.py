@@ -28,6 +28,33 @@ from .graph import Graph, GraphBuilder, Value
 from .limits import check_alloc
 from .ops import find_onnx_op
 
+#: Element types whose external data is the array's bytes as they lie (little-endian), read
+#: straight into an array; the rest (bfloat16, float8, 4-bit, strings) go through onnx's decoder.
+_PLAIN_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64,
+                onnx.TensorProto.FLOAT16: np.float16, onnx.TensorProto.INT8: np.int8,
+                onnx.TensorProto.UINT8: np.uint8, onnx.TensorProto.INT16: np.int16,
+                onnx.TensorProto.UINT16: np.uint16, onnx.TensorProto.INT32: np.int32,
+                onnx.TensorProto.UINT32: np.uint32, onnx.TensorProto.INT64: np.int64,
+                onnx.TensorProto.UINT64: np.uint64, onnx.TensorProto.BOOL: np.bool_}
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """`a`, it and every array under it made read-only: the importer made them and nothing else
+    holds them, so nothing will write them (the cpu backend then shares such weights between the
+    programs of a model rather than copying them into each: backends/cpu/shared_weights.py)."""
+    b = a
+    while isinstance(b, np.ndarray):
+        b.flags.writeable = False
+        b = b.base
+    return a
+
+
+def _aligned_bytes(n: int, align: int = 64) -> np.ndarray:
+    raw = np.empty(max(n, 1) + align, np.uint8)
+    shift = (-raw.ctypes.data) % align
+    return raw[shift:shift + n]
+
+
 #: Models of any opset import; ops whose old forms differ are rewritten by their `from_onnx`
 #: adapters (and opset <= 6 attributes by `_legacy_opset6`); a form glow cannot read is a
 #: GraphError naming the node.
@@ -143,9 +170,12 @@ class Importer:
     # -- tensors ---------------------------------------------------------------------------------
     def tensor(self, t: onnx.TensorProto) -> np.ndarray:
         if t.data_location == onnx.TensorProto.EXTERNAL:
+            np_type = _PLAIN_TYPES.get(t.data_type)
+            if np_type is not None:  # straight from the file into the array the graph keeps
+                return _frozen(self._load_external(t, np_type))
             self._load_external(t)
         try:
-            arr = numpy_helper.to_array(t)
+            arr = _frozen(numpy_helper.to_array(t))
         except Exception as e:
             raise ModelLoadError(f"tensor '{t.name}': cannot decode ({e})") from None
         if arr.dtype.kind in "US":
@@ -155,10 +185,14 @@ class Importer:
                 if arr.size else arr
         return arr
 
-    def _load_external(self, t: onnx.TensorProto):
+    def _load_external(self, t: onnx.TensorProto, np_type=None):
         """Read an external-data tensor's bytes: the location must stay inside the model's folder,
         offset and length must be non-negative integers, and the bytes must be exactly the
-        tensor's size (dims x element size), all checked before anything is read."""
+        tensor's size (dims x element size), all checked before anything is read. With `np_type`
+        (a plain little-endian element type), read them straight into a 64-byte-aligned array
+        of the tensor's shape and return it: no bytes object, no copy into the proto and out of
+        it again (a 2 GB decoder's import touched 6 GB, and the process kept most of it); the
+        cpu backend then reads such a weight where it lies (backends/cpu/shared_weights.py)."""
         info = {e.key: e.value for e in t.external_data}
         loc = info.get("location", "")
         what = f"tensor '{t.name}'"
@@ -182,14 +216,18 @@ class Importer:
         if not os.path.exists(path):
             raise ModelLoadError(f"{what}: external data file '{loc}' not found")
         note = f"bytes its shape {list(t.dims)} needs"
+        into = None if np_type is None else (lambda n: _aligned_bytes(n))
         try:
-            raw = read_regular_file(path, need, "external tensor data", offset, length, note)
+            raw = read_regular_file(path, need, "external tensor data", offset, length, note, into=into)
         except ModelLoadError as e:
             raise ModelLoadError(f"{what}: external data file '{loc}': "
                                  f"{str(e).removeprefix(path + ': ')}") from None
         if len(raw) != need:  # to the end of the file, and fewer bytes than the shape needs
             raise ModelLoadError(f"{what}: external data file '{loc}' has {len(raw)} bytes from offset "
                                  f"{offset} to its end; its shape {list(t.dims)} needs {need}")
+        if np_type is not None:
+            return raw[:need].view(np.dtype(np_type).newbyteorder("<")).astype(np_type, copy=False) \
+                .reshape(tuple(t.dims))
         t.raw_data = raw
         del t.external_data[:]
         t.data_location = onnx.TensorProto.DEFAULT

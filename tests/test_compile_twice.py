@@ -197,8 +197,14 @@ def artefacts(graph: Graph, backend: str) -> dict:
 
             fn = build_ir(g)
             plan = plan_memory(fn)
-            text, weights, sync = codegen.generate(fn, plan)
-            out.update(ir=format_ir(fn, plan), module=text, sync=sync, weights=digest(weights))
+            text, weights, sync, held = codegen.generate(fn, plan)
+            # a shared weight's table entry is its address (not a decision): its bytes count instead
+            weights = weights.copy()
+            table = int(weights[:8].view(np.int64)[0])
+            for k, _, _ in held:
+                weights[table + 8 * k:table + 8 * k + 8] = 0
+            out.update(ir=format_ir(fn, plan), module=text, sync=sync, weights=digest(weights),
+                       shared=[(k, d, digest(h.array)) for k, h, d in held])
     elif backend == "opencl":
         if be.fully_renderable(g):
             compiled = be.compile_graph(g, be.device_params(be.devices()[0]))

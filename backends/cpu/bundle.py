@@ -135,7 +135,7 @@ def build(graph: Graph, name: str = "net", triple: str | None = None, cpu: str |
     with jit.for_target(target["triple"], target["cpu"], target["features"], target["isa"]):
         fn = build_ir(graph)
         plan = plan_memory(fn)
-        cg = codegen.Codegen(fn, plan, serial=True, triple=target["triple"])
+        cg = codegen.Codegen(fn, plan, serial=True, triple=target["triple"], share=False)
         _, weights = cg.build()
         io, offsets, size = [], [], 0
         for kind, bufs in (("input", fn.inputs), ("output", fn.outputs)):

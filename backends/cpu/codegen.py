@@ -40,6 +40,7 @@ from glow.flow import NeedsInputValues
 from glow.ir.instr import ACTIVATION, INPUT, OUTPUT, WEIGHT, Instr, IRFunction, overlaps
 from glow.specialize import specializable
 
+from . import shared_weights
 from .abi import CTX_ARENA, CTX_FIRST_INPUT, CTX_SYNC, CTX_WEIGHTS, ENTRY, WEIGHT_ALIGN  # noqa: F401 (the ABI)
 from .irutil import I8, I64, PTR, KernelBuilder
 from .sync import PhaseEmitter, SerialEmitter
@@ -225,10 +226,17 @@ class Codegen:
     `profile=True`: the instrumented variant that times each instruction (profiling.py)."""
 
     def __init__(self, fn: IRFunction, plan, profile: bool = False, serial: bool = False,
-                 triple: str | None = None):
+                 triple: str | None = None, share: bool = True):
         """`serial`: an entry for one thread (a bundle: no sync state, atomics or syscalls);
-        `triple`: the target's, when not the host's."""
+        `triple`: the target's, when not the host's; `share`: large weights held once per
+        process rather than in this program's blob (shared_weights.py; off for a bundle, whose
+        weights file must hold them all)."""
         self.fn, self.plan = fn, plan
+        self._share = share
+        #: (value-table index, Shared, byte offset into it): the table entries that are absolute
+        #: addresses of shared weights (the program holds them; a saved one relocates them)
+        self.held_weights: list[tuple] = []
+        self._shared_at: dict[int, object] = {}
         self.module = ir.Module(name=fn.name)
         self.module.triple = triple or llvm.get_process_triple()
         self.entry = KernelBuilder(self.module, ENTRY, [PTR, I64, I64])
@@ -240,8 +248,9 @@ class Codegen:
         self.b = self.entry.b
         ctx, self.tid, self.nth = self.entry.args
         self._names = set()
-        self._weights = _Blob(sum(getattr(b.type, "nbytes", 0) or 0 for b in fn.buffers
-                                  if b.kind == WEIGHT and not b.boxed))
+        self._weights = _Blob(sum(n for b in fn.buffers if b.kind == WEIGHT and not b.boxed
+                                  for n in [getattr(b.type, "nbytes", 0) or 0]
+                                  if not (self._shares(n) and shared_weights.immutable(b.data))))
         self._weights.reserve(8, 8)  # bytes 0-7: where the value table starts (see `value`)
         self._values: list[int] = []
         self._weight_at: dict[int, int] = {}
@@ -279,6 +288,10 @@ class Codegen:
             if isinstance(root.type, dt.TensorType) and root.type.numel == 0:
                 return ir.Constant(PTR, None)
             raise BackendError(f"%{o.name}: the CPU backend cannot hold {root.type} (not static)")
+        if root.kind == WEIGHT and self._shares(root.type.nbytes) and shared_weights.immutable(root.data):
+            p = self._shared_ptr(self._shared_weight(root), o.offset + offset)
+            self._operand_of[id(p)] = o
+            return p
         if root.kind == WEIGHT:
             base, off = self.weights_base, self._place_weight(root) + o.offset
         elif root.kind == ACTIVATION:
@@ -297,11 +310,19 @@ class Codegen:
         off = self._append(np.ascontiguousarray(array), align)
         return self.b.gep(self.weights_base, [self.value(off)], source_etype=I8, inbounds=True)
 
-    def weight_out(self, shape, dtype, fill: Callable[[np.ndarray], object], align: int = WEIGHT_ALIGN):
+    def weight_out(self, shape, dtype, fill: Callable[[np.ndarray], object], align: int = WEIGHT_ALIGN,
+                   source: np.ndarray | None = None, how: tuple = ()):
         """Place a compile-time array of this shape that `fill(array)` writes in place (the array
         zeroed, a window onto the weights blob: a packer writes straight into it, no copy
         between); its pointer in the entry. The window is filled before anything else is placed:
-        a blob that grows later copies only the bytes already written."""
+        a blob that grows later copies only the bytes already written.
+
+        With `source` (the constant it is made from) and `how` (hashable: how it is made from
+        it, every parameter of the packing), a large one is made once per process and shared by
+        every program that makes it alike (shared_weights.py)."""
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        if source is not None and align <= WEIGHT_ALIGN and self._shares(nbytes) and shared_weights.immutable(source):
+            return self._shared_ptr(shared_weights.get(source, how, shape, dtype, fill), 0)
         off = self._weights.reserve(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, align)
         fill(self._weights.window(off, shape, dtype))
         return self.b.gep(self.weights_base, [self.value(off)], source_etype=I8, inbounds=True)
@@ -437,6 +458,21 @@ class Codegen:
 
     def _blob(self) -> np.ndarray:
         return self._weights.array()
+
+    def _shares(self, nbytes: int) -> bool:
+        """Whether a weight of `nbytes` is held once per process (if its memory is immutable)."""
+        return self._share and nbytes >= shared_weights.SHARE_BYTES
+
+    def _shared_weight(self, root):
+        held = self._shared_at.get(id(root))
+        if held is None:
+            held = self._shared_at[id(root)] = shared_weights.as_it_lies(root.data, root.type.dtype.np)
+        return held
+
+    def _shared_ptr(self, held, delta: int):
+        """A pointer to byte `delta` of a shared weight: its address from the value table."""
+        self.held_weights.append((len(self._values), held, delta))
+        return self.b.inttoptr(self.value(held.address + delta), PTR)
 
     def _accesses(self, instr: Instr) -> list[tuple]:
         """(space, start, end, writes) byte ranges of an instruction's operands: arena offsets
@@ -584,8 +620,9 @@ def _shapes(instr: Instr) -> str:
     return f"({ins}) -> {', '.join(one(o) for o in instr.outputs if o is not None)}"
 
 
-def generate(fn: IRFunction, plan) -> tuple[str, np.ndarray, int]:
-    """IR text of the module for `fn`, its weights blob and the bytes of sync state it needs."""
+def generate(fn: IRFunction, plan) -> tuple[str, np.ndarray, int, list]:
+    """IR text of the module for `fn`, its weights blob, the bytes of sync state it needs, and
+    the shared weights it points at (Codegen.held_weights)."""
     cg = Codegen(fn, plan)
     text, weights = cg.build()
-    return text, weights, cg.sync_bytes
+    return text, weights, cg.sync_bytes, cg.held_weights

@@ -102,6 +102,7 @@ class ProfiledProgram:
         self.instrs = timed_instrs(self.fn)
         cg = codegen.Codegen(self.fn, program.plan, profile=True)
         self.module_text, self.weights = cg.build()
+        self.held_weights = cg.held_weights  # the shared weights its value table points at: held while it lives
         self.module = jit.CompiledModule(self.module_text)
         self.entry = _ENTRY(self.module.address(codegen.ENTRY))
         self.rate = tsc_rate(_CYCLES(self.module.address(CYCLES)))

@@ -46,6 +46,26 @@ def _address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
+def _relocate(weights: np.ndarray, relocs: list, sections: dict) -> tuple[list, list]:
+    """A loaded program's shared weights: each section (copied where it is not WEIGHT_ALIGN-
+    aligned) and its value-table entries set to its address plus their offsets. Returns the
+    program's `shared` list and the arrays to hold."""
+    arrays: dict[int, np.ndarray] = {}
+    for _, j, _ in relocs:
+        if j not in arrays:
+            a = sections[f"shared{j}"]
+            if _address(a) % abi.WEIGHT_ALIGN:
+                a = aligned_zeros(a.size, abi.WEIGHT_ALIGN)
+                a[:] = sections[f"shared{j}"]
+            arrays[j] = a
+    if relocs:
+        table = weights[int(weights[:8].view(np.int64)[0]):].view(np.uint8)
+        entries = table[:8 * (max(k for k, _, _ in relocs) + 1)].view(np.int64)
+        for k, j, d in relocs:
+            entries[k] = _address(arrays[j]) + d
+    return [(k, arrays[j], d) for k, j, d in relocs], list(arrays.values())
+
+
 def _span(a: np.ndarray) -> tuple[int, int]:
     """[first byte, end) of a C-contiguous array's memory (what two arrays could share)."""
     start = _address(a)
@@ -62,7 +82,7 @@ class NativeProgram:
         self.fn = fn = build_ir(graph)
         self.plan = plan = plan_memory(fn)
         t1 = time.perf_counter()
-        self.module_text, weights, sync_bytes = codegen.generate(fn, plan)
+        self.module_text, weights, sync_bytes, shared = codegen.generate(fn, plan)
         t2 = time.perf_counter()
         module = jit.CompiledModule(self.module_text)
         t3 = time.perf_counter()
@@ -71,7 +91,10 @@ class NativeProgram:
         stats = {"ir_s": t1 - t0, "codegen_s": t2 - t1, "llvm_s": t3 - t2 - module.load_s,
                  **module.stats(), "cached": module.cached,
                  "slowest_kernels": codegen.slowest_kernels(module, fn),
-                 "arena_bytes": plan.arena_bytes, "weights_bytes": int(weights.nbytes)}
+                 "arena_bytes": plan.arena_bytes, "weights_bytes": int(weights.nbytes),
+                 "shared_weights_bytes": sum(h.array.nbytes for h in {id(h): h for _, h, _ in shared}.values())}
+        self.shared = [(k, h.array, d) for k, h, d in shared]
+        self._held = [h for _, h, _ in shared]  # the shared weights live while this program does
         self.sites = {site_id(i.name): f"node '{i.name}' ({i.opname})" for i in fn.instrs}
         self.target = jit.target()
         self._setup(module, weights, plan.arena_bytes, sync_bytes,
@@ -87,9 +110,11 @@ class NativeProgram:
         objects = [sections[f"object{k}"].tobytes() for k in range(int(state["objects"]))]
         module = jit.CompiledModule.from_objects(objects, where)
         weights = sections["weights"]  # mapped from the file, aligned: used where it lies (read only)
-        if weights.ctypes.data % abi.WEIGHT_ALIGN or not weights.size:
+        relocs = [(int(k), int(j), int(d)) for k, j, d in state.get("shared", [])]
+        if weights.ctypes.data % abi.WEIGHT_ALIGN or not weights.size or relocs:
             weights = aligned_zeros(weights.size, abi.WEIGHT_ALIGN)
             weights[:sections["weights"].size] = sections["weights"]
+        self.shared, self._held = _relocate(weights, relocs, sections)
         self.fn = self.plan = self.module_text = None
         self.sites = {int(k): str(v) for k, v in state["sites"]}
         self.target = dict(state["target"])
@@ -113,6 +138,14 @@ class NativeProgram:
                  "sites": [[k, v] for k, v in self.sites.items()], "stats": stats}
         sections = {"weights": self.weights, **{f"object{k}": np.frombuffer(o, np.uint8)
                                                 for k, o in enumerate(self.module.objects)}}
+        # shared weights (codegen.Codegen.held_weights): each array a section, its table entries
+        # written again with the loaded section's address (restore)
+        index: dict[int, int] = {}
+        for _, a, _ in self.shared:
+            if id(a) not in index:
+                index[id(a)] = len(index)
+                sections[f"shared{index[id(a)]}"] = a.reshape(-1).view(np.uint8)
+        state["shared"] = [[k, index[id(a)], d] for k, a, d in self.shared]
         return state, sections
 
     def _setup(self, module, weights, arena_bytes: int, sync_bytes: int, inputs, outputs, threads, device, stats):

@@ -103,7 +103,8 @@ def emit_matmul(cg, instr):
             for m, o in zip(mats[:1] if single else mats, panels):
                 pack_b(m, s.nr, out=o)
 
-        bp = cg.weight_out((1 if single else len(mats), *one), np.float32, fill)
+        bp = cg.weight_out((1 if single else len(mats), *one), np.float32, fill, source=data,
+                           how=("matmul", s.K, s.N, s.nr, single))
     else:
         bp = cg.ptr(b)
     rows = int(np.prod(out.type.shape[:-1])) if len(out.type.shape) > 1 else 1
@@ -218,7 +219,8 @@ def emit_gemm_op(cg, instr):
         s = GemmShape(M, N, K, packed=True, mr=mr, nv=nv, m_varies=varying(M))
         transposed = bool(instr.attrs.get("transB", 0))
         bp = cg.weight_out(packed_shape(*(bm.shape[::-1] if transposed else bm.shape), s.nr), np.float32,
-                           lambda panels: pack_b(bm, s.nr, transposed=transposed, out=panels))
+                           lambda panels: pack_b(bm, s.nr, transposed=transposed, out=panels), source=data,
+                           how=("gemm", float(alpha), transposed, s.nr))
     else:
         bp = cg.ptr(b)
         s = GemmShape(M, N, K, packed=False, mr=mr, nv=nv, m_varies=varying(M), n_varies=n_varies)

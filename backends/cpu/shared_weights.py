@@ -1,0 +1,140 @@
+"""Large weights held once per process, not once per compiled program.
+
+A model compiled for several input signatures (a decoder's prefill bucket and its decoding step,
+a new batch size) is several programs over one graph whose constants are the same arrays. Each
+program's weights blob used to hold its own copy of every weight, packed or not: two programs of
+a 2 GB decoder held 4 GB of weights besides the graph's 2 GB. Now a weight of at least
+SHARE_BYTES is not put in the blob: the program points at
+
+* the graph's own array, where its bytes can be used as they lie (contiguous, the element type
+  the kernel reads, WEIGHT_ALIGN-aligned), or
+* one copy of it per source array and per way of making it (a packing, a conversion), made by the
+  first program that asks and reused by every later one (`get`).
+
+A copy lives as long as some program holds it (`Shared` objects, held by the programs; the store
+only keeps weak references), and it holds its source array, so the source's address, the store's
+key, is never reused for other data while the copy lives. Only sources whose memory nothing can
+write are shared (`immutable`: every array down to the memory read-only, as the ONNX importer
+leaves its arrays), so an address, shape, strides and element type name one content; a constant
+over a caller's writable array is copied into the blob, as before, and a later write to that array
+changes no compiled program.
+
+The pointer is an absolute address in the program's value table (codegen.Codegen.value), so the
+entry's text does not depend on it; a saved program carries the shared arrays as sections of its
+own and has the addresses written again when it is loaded (runtime.NativeProgram.restore).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+import threading
+import weakref
+from collections.abc import Callable
+
+import numpy as np
+
+from .abi import WEIGHT_ALIGN
+from .runtime import aligned_zeros
+
+#: Weights below this many bytes are copied into each program's blob (sharing buys nothing there).
+SHARE_BYTES = 1 << 20
+
+
+class Shared:
+    """One shared array: `array` (aligned, read by the generated code) and the `source` it was
+    made from (kept alive: its address is the key)."""
+
+    __slots__ = ("array", "source", "__weakref__")
+
+    def __init__(self, array: np.ndarray, source: np.ndarray):
+        self.array, self.source = array, source
+
+    @property
+    def address(self) -> int:
+        return self.array.__array_interface__["data"][0]
+
+
+_STORE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_LOCK = threading.Lock()
+
+
+def _key(source: np.ndarray, how: tuple) -> tuple:
+    return (source.__array_interface__["data"][0], source.shape, source.strides, source.dtype.str, how)
+
+
+def immutable(a) -> bool:
+    """Whether nothing can write the memory of array `a`: it and every array it is a view of are
+    read-only, down to memory that is itself read-only (an array's, or a bytes object's)."""
+    while isinstance(a, np.ndarray):
+        if a.flags.writeable:
+            return False
+        if a.base is None:
+            return True
+        a = a.base
+    return isinstance(a, bytes)
+
+
+def get(source: np.ndarray, how: tuple, shape, dtype, fill: Callable[[np.ndarray], object]) -> Shared:
+    """The shared array made from `source` by `how` (a hashable description of the making): found,
+    or made now, zeroed then written by `fill(array)`, of this shape and element type."""
+    key = _key(source, how)
+    with _LOCK:  # one maker per key: two compiles at once (a background one) share the result
+        found = _STORE.get(key)
+        if found is None:
+            n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            array = aligned_zeros(n, WEIGHT_ALIGN)[:n].view(dtype).reshape(shape)
+            fill(array)
+            array.flags.writeable = False
+            advise_huge_pages(array)
+            found = _STORE[key] = Shared(array, source)
+        return found
+
+
+def as_it_lies(source: np.ndarray, dtype) -> Shared:
+    """The source's own bytes as the shared array where the kernel can read them there; else one
+    aligned contiguous copy in `dtype`."""
+    a = np.asarray(source)
+    if (a.dtype == np.dtype(dtype) and a.flags.c_contiguous
+            and a.__array_interface__["data"][0] % WEIGHT_ALIGN == 0):
+        with _LOCK:
+            key = _key(a, ("as-is",))
+            found = _STORE.get(key)
+            if found is None:
+                advise_huge_pages(a)
+                found = _STORE[key] = Shared(a, a)
+            return found
+    return get(a, ("contiguous", np.dtype(dtype).str), a.shape, dtype,
+               lambda out: np.copyto(out, a, casting="unsafe"))
+
+
+_MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
+_libc = None
+
+
+def advise_huge_pages(a: np.ndarray) -> None:
+    """Ask the kernel to back the whole pages of `a`'s memory with huge pages (collapsed in the
+    background, after it is written, as the weights blob is: codegen._Blob): weights streamed
+    once per token miss the TLB less. Where that is not possible, nothing happens."""
+    global _libc
+    if _MADV_HUGEPAGE is None or a.nbytes < (4 << 20):
+        return
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        except OSError:
+            _libc = False
+    if not _libc:
+        return
+    page = mmap.PAGESIZE
+    start = a.__array_interface__["data"][0]
+    first, end = -(-start // page) * page, (start + a.nbytes) // page * page
+    if end > first:
+        _libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(end - first), _MADV_HUGEPAGE)
+
+
+def held_bytes() -> int:
+    """Bytes of the shared copies alive now (arrays that are the graph's own are not counted)."""
+    with _LOCK:
+        return sum(s.array.nbytes for s in list(_STORE.values()) if s.array is not s.source)
