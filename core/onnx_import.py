@@ -23,7 +23,7 @@ from onnx import AttributeProto, numpy_helper
 
 from . import dtypes as dt
 from .errors import GlowError, GraphError, ModelLoadError, UnsupportedOpError, internal_errors, warn
-from .fileio import read_regular_file
+from .fileio import map_regular_file, read_regular_file
 from .graph import Graph, GraphBuilder, Value
 from .limits import check_alloc
 from .ops import find_onnx_op
@@ -116,6 +116,7 @@ class Importer:
     def __init__(self, model: onnx.ModelProto, folder: str | None, where: str):
         self.model = model
         self.folder = folder
+        self._maps: dict[str, np.ndarray] = {}  # external data file -> its read-only mapping
         self.where = where
         self.opsets = {(d.domain if d.domain != "ai.onnx" else ""): d.version for d in model.opset_import}
         self.opset = self.opsets.get("", 0)
@@ -215,6 +216,11 @@ class Importer:
                                  f"{len(t.dims)}-d shape {list(t.dims)}, which needs {need} bytes")
         if not os.path.exists(path):
             raise ModelLoadError(f"{what}: external data file '{loc}' not found")
+        if np_type is not None and offset % np.dtype(np_type).itemsize == 0:
+            mapped = self._mapped(path, loc, what)
+            if mapped is not None and offset + need <= mapped.size:  # else read: its errors say why
+                return mapped[offset:offset + need].view(np.dtype(np_type).newbyteorder("<")) \
+                    .astype(np_type, copy=False).reshape(tuple(t.dims))
         note = f"bytes its shape {list(t.dims)} needs"
         into = None if np_type is None else (lambda n: _aligned_bytes(n))
         try:
@@ -231,6 +237,25 @@ class Importer:
         t.raw_data = raw
         del t.external_data[:]
         t.data_location = onnx.TensorProto.DEFAULT
+
+    def _mapped(self, path: str, loc: str, what: str) -> np.ndarray | None:
+        """The external data file `path` mapped read-only (once per file and import), as bytes; None
+        where it cannot be mapped (empty, or a file system without mappings: then it is read).
+        Mapped, a weight's pages are read from the file when first touched and, being the file's,
+        can be dropped again and re-read: the cpu backend drops those of a weight it has packed a
+        copy of (shared_weights.py), so a decoder's resident memory holds each weight once, not
+        twice. As with a saved executable, truncating the file in place while glow uses it is not
+        supported (replacing it, as writers that rename do, is)."""
+        if path not in self._maps:
+            try:
+                self._maps[path] = map_regular_file(path, 1 << 62, "external tensor data")
+            except ModelLoadError as e:
+                if "cannot map" not in str(e):
+                    raise ModelLoadError(f"{what}: external data file '{loc}': "
+                                         f"{str(e).removeprefix(path + ': ')}") from None
+                self._maps[path] = None
+        m = self._maps[path]
+        return m if m is not None and m.size else None
 
     # -- types -----------------------------------------------------------------------------------
     def vtype(self, tp: onnx.TypeProto, what: str):

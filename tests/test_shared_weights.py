@@ -123,3 +123,61 @@ def test_external_data_is_read_into_aligned_read_only_arrays(tmp_path):
     table_now = next(v.data for v in exe.graph.constants if v.data.shape == (VOCAB, K))
     assert table_now.__array_interface__["data"][0] in \
         {a.__array_interface__["data"][0] for _, a, _ in exe.program.shared}  # read where the import put it
+
+
+def _resident_kb_of(path: str) -> int:
+    """kB of this process's memory that are pages of the file `path` (from /proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+                inside = len(head) >= 6 and os.path.realpath(head[-1]) == os.path.realpath(path)
+            elif inside and head[0] == "Rss:":
+                total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs /proc/self/smaps (Linux)")
+def test_a_packed_weight_of_mapped_external_data_is_resident_once(tmp_path):
+    """External data is mapped, not read: once the MatMul weight is packed into its shared copy,
+    the file's pages of it leave the process (the copy is the one resident form), and the
+    embedding table the Gather reads where it lies stays the file's, mapped."""
+    import onnx
+    from glow.onnx_import import load_onnx
+
+    model, w, table = _model((1, 4))
+    onnx.save(model, str(tmp_path / "m.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="m.data", size_threshold=0)
+    data = str(tmp_path / "m.data")
+    graph = load_onnx(str(tmp_path / "m.onnx"))
+    arrays = {v.name: v.data for v in graph.constants}
+    assert all(shared_weights.file_backed(a) for a in arrays.values())
+    np.testing.assert_array_equal(arrays["w"], w)  # touches every page of the file
+    np.testing.assert_array_equal(arrays["table"], table)
+    assert _resident_kb_of(data) >= (w.nbytes + table.nbytes) // 1024
+    exe = glow.compile(graph, backend="cpu")
+    ids = np.array([[3, 1, 4, 1]])
+    np.testing.assert_allclose(exe.run({"ids": ids})["y"], table[ids] @ w, rtol=1e-4, atol=1e-4)
+    resident = _resident_kb_of(data)
+    assert resident <= table.nbytes // 1024 + 8, resident  # w's 2 MiB dropped (edge pages aside)
+    np.testing.assert_array_equal(arrays["w"], w)  # and still there to read, from the file
+
+
+def test_a_tied_embedding_table_is_read_from_the_lm_heads_packed_copy():
+    """Gather(Transpose(W)) then MatMul(., W), as onnxruntime-genai's builder ties Qwen's
+    embeddings to its LM head: the rows are read from W's packed copy, the one the MatMul uses,
+    rather than from a row-major copy of the transposed table (a second W resident)."""
+    H, V = 64, 8192  # W: 2 MiB
+    w = np.random.default_rng(1).standard_normal((H, V)).astype(np.float32)
+    nodes = [h.make_node("Transpose", ["w"], ["table"], perm=[1, 0]), h.make_node("Gather", ["table", "ids"], ["e"]),
+             h.make_node("MatMul", ["e", "w"], ["y"])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("ids", T.INT64, ["b", "s"])],
+                         [h.make_tensor_value_info("y", T.FLOAT, None)], [numpy_helper.from_array(w, "w")])
+    exe = glow.compile(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), backend="cpu")
+    for ids in (np.array([[1, 5, V - 1, -1]]), np.arange(40).reshape(2, 20) * 211 % V, np.array([[15, 16, 17]])):
+        np.testing.assert_allclose(exe.run({"ids": ids})["y"], w.T[ids] @ w, rtol=1e-5, atol=1e-4)
+    for p in (e.program for e in exe._cache.values()):
+        assert len({id(a) for _, a, _ in p.shared}) == 1 and p.stats["shared_weights_bytes"] == w.nbytes
+    with pytest.raises(glow.InputError, match="index 8192 is out of range"):
+        exe.run({"ids": np.array([[1, V]])})

@@ -73,7 +73,25 @@ def immutable(a) -> bool:
         if a.base is None:
             return True
         a = a.base
-    return isinstance(a, bytes)
+    if isinstance(a, memoryview):  # np.frombuffer's base: what it views
+        a = a.obj
+    return isinstance(a, bytes) or _read_only_map(a)
+
+
+def _read_only_map(m) -> bool:
+    """Whether `m` is a memory mapping made read-only (mmap.ACCESS_READ: PROT_READ pages)."""
+    if not isinstance(m, mmap.mmap):
+        return False
+    with memoryview(m) as v:
+        return v.readonly
+
+
+def file_backed(a: np.ndarray) -> bool:
+    """Whether `a`'s memory is a read-only file mapping (the ONNX importer maps external data):
+    its pages can be dropped and are read from the file again when next touched."""
+    while isinstance(a, np.ndarray):
+        a = a.base
+    return _read_only_map(a.obj if isinstance(a, memoryview) else a)
 
 
 def get(source: np.ndarray, how: tuple, shape, dtype, fill: Callable[[np.ndarray], object]) -> Shared:
@@ -88,6 +106,8 @@ def get(source: np.ndarray, how: tuple, shape, dtype, fill: Callable[[np.ndarray
             fill(array)
             array.flags.writeable = False
             advise_huge_pages(array)
+            if file_backed(source):  # packed: the source's pages are not read again
+                drop_pages(source)
             found = _STORE[key] = Shared(array, source)
         return found
 
@@ -110,6 +130,7 @@ def as_it_lies(source: np.ndarray, dtype) -> Shared:
 
 
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
+_MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 _libc = None
 
 
@@ -117,21 +138,36 @@ def advise_huge_pages(a: np.ndarray) -> None:
     """Ask the kernel to back the whole pages of `a`'s memory with huge pages (collapsed in the
     background, after it is written, as the weights blob is: codegen._Blob): weights streamed
     once per token miss the TLB less. Where that is not possible, nothing happens."""
-    global _libc
-    if _MADV_HUGEPAGE is None or a.nbytes < (4 << 20):
-        return
-    if _libc is None:
-        try:
-            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        except OSError:
-            _libc = False
-    if not _libc:
+    if _MADV_HUGEPAGE is None or a.nbytes < (4 << 20) or file_backed(a) or not _libc_loaded():
         return
     page = mmap.PAGESIZE
     start = a.__array_interface__["data"][0]
     first, end = -(-start // page) * page, (start + a.nbytes) // page * page
     if end > first:
         _libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(end - first), _MADV_HUGEPAGE)
+
+
+def drop_pages(a: np.ndarray) -> None:
+    """Drop the pages of `a`, a read-only file mapping, from this process's memory (they stay in
+    the page cache, and a later read of them maps them again): a weight packed into a copy of its
+    own is then resident once, as the copy. (A neighbour sharing an edge page is merely read
+    again from the cache.)"""
+    if _MADV_DONTNEED is None or a.nbytes == 0 or not _libc_loaded():
+        return
+    page = mmap.PAGESIZE
+    start = a.__array_interface__["data"][0]
+    first, end = start // page * page, -(-(start + a.nbytes) // page) * page
+    _libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(end - first), _MADV_DONTNEED)
+
+
+def _libc_loaded() -> bool:
+    global _libc
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        except OSError:
+            _libc = False
+    return bool(_libc)
 
 
 def held_bytes() -> int:

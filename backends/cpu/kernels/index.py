@@ -55,6 +55,9 @@ def emit_gather(cg, instr):
     data, idx, out = instr.inputs[0], instr.inputs[1], instr.outputs[0]
     shape = tuple(data.type.shape)
     axis = instr.attrs.get("axis", 0) % len(shape)
+    tied = _tied_table(cg, data, axis)
+    if tied is not None:
+        return _emit_gather_packed(cg, instr, *tied)
     A = int(np.prod(shape[:axis], dtype=np.int64))
     D = shape[axis]
     B = int(np.prod(shape[axis + 1:], dtype=np.int64))
@@ -91,6 +94,65 @@ def emit_gather(cg, instr):
     args = [cg.ptr(data), cg.ptr(idx), cg.ptr(out), kb.i64(site_id(instr.name)), kb.i64(rows), kb.i64(n_idx),
             kb.i64(D)]
     call_split(cg, kb.fn, args, rows * B < PARALLEL_MIN)
+
+
+def _tied_table(cg, data, axis):
+    """(W, GemmShape, single) when `data` is a large constant that is the transpose of a
+    constant W [H, V] (an embedding table tied to the LM head, as onnxruntime-genai's builder
+    writes it: Gather(Transpose(lm_head.weight)), the Transpose folded to a view) gathered by
+    rows: its rows are W's columns, read from the copy of W that MatMul packs into panels
+    (matmul.packed_matmul_b), which the LM head's MatMul shares. Else a row-major copy of the
+    table, as large as W, would be resident beside W's packed one (545 MB for Qwen2.5-0.5B)."""
+    from glow.backends.cpu import shared_weights
+
+    from ..codegen import weight_data
+    from .matmul import MAX_PACKED_BYTES, matmul_shape
+
+    if axis != 0 or data.root is not data or data.type.dtype != dt.float32 or len(data.type.shape) != 2:
+        return None
+    table = weight_data(data)
+    if table is None or table.flags.c_contiguous or not table.T.flags.c_contiguous:
+        return None
+    w = table.T
+    if not (cg._shares(w.nbytes) and shared_weights.immutable(w) and w.nbytes <= MAX_PACKED_BYTES):
+        return None
+    s, single = matmul_shape((1, w.shape[0]), w.shape, packed=True)
+    return w, s, single
+
+
+def _emit_gather_packed(cg, instr, w, s, single):
+    """out[i, :] = W[:, ids[i]], W packed as panels [ceil(V/nr), H, nr]: column n of W is at
+    panel n // nr, lane n % nr, one element every nr floats."""
+    from .matmul import packed_matmul_b
+
+    idx, out = instr.inputs[1], instr.outputs[0]
+    H, V, nr = s.K, s.N, s.nr
+    panels = packed_matmul_b(cg, w, s, single)
+    n_idx = int(np.prod(idx.type.shape, dtype=np.int64))
+    kb = cg.function("GatherPanels", [PTR, PTR, PTR, I64, I64, I64, I64])
+    x, ind, y, site, rows, tid, nth = kb.args
+    b = kb.b
+    S = Lanes(kb, 1)
+    lo = b.sdiv(b.mul(rows, tid), nth)
+    hi = b.sdiv(b.mul(rows, b.add(tid, kb.i64(1))), nth)
+    with kb.loop(lo, hi, name="row") as row:
+        k = S.load(ind, row, idx.type.dtype, False)
+        k = b.sext(k, I64) if k.type != I64 else k
+        raw = k
+        k = b.select(b.icmp_signed("<", k, kb.i64(0)), b.add(k, kb.i64(V)), k)
+        dst = b.mul(row, kb.i64(H))
+        with b.if_else(b.icmp_unsigned("<", k, kb.i64(V)), likely=True) as (ok, bad):
+            with ok:
+                src = b.add(b.mul(b.udiv(k, kb.i64(nr)), kb.i64(H * nr)), b.urem(k, kb.i64(nr)))
+                with kb.loop(0, H, name="h") as j:
+                    S.store(S.load(x, b.add(src, b.mul(j, kb.i64(nr))), dt.float32, False), y,
+                            b.add(dst, j), dt.float32)
+            with bad:
+                record_bad_index(kb, site, WRAPS, raw, kb.i64(V))
+                lanes_loop(kb, 0, H, lambda L, j: L.store(L.const(dt.float32, 0), y, b.add(dst, j), dt.float32), 16)
+    kb.finish()
+    args = [panels, cg.ptr(idx), cg.ptr(out), kb.i64(site_id(instr.name)), kb.i64(n_idx)]
+    call_split(cg, kb.fn, args, n_idx * H < PARALLEL_MIN)
 
 
 __all__ = ["emit_gather"]

@@ -97,19 +97,27 @@ def emit_matmul(cg, instr):
     packed = data is not None and b.type.nbytes <= MAX_PACKED_BYTES
     s, single = matmul_shape(a.type.shape, b.type.shape, packed)
     if packed:
-        mats = np.asarray(data, np.float32).reshape((-1, s.K, s.N))
-        one = packed_shape(s.K, s.N, s.nr)
-        def fill(panels):
-            for m, o in zip(mats[:1] if single else mats, panels):
-                pack_b(m, s.nr, out=o)
-
-        bp = cg.weight_out((1 if single else len(mats), *one), np.float32, fill, source=data,
-                           how=("matmul", s.K, s.N, s.nr, single))
+        bp = packed_matmul_b(cg, data, s, single)
     else:
         bp = cg.ptr(b)
     rows = int(np.prod(out.type.shape[:-1])) if len(out.type.shape) > 1 else 1
     cols = out.type.shape[-1] if len(b.type.shape) > 1 else 1
     _run_gemm(cg, instr, s, a, bp, None, ep.plan(instr, rows, cols), "MatMul")
+
+
+def packed_matmul_b(cg, data: np.ndarray, s: GemmShape, single: bool):
+    """Pointer to MatMul's constant B `data` packed into s.nr-column panels (`pack_b`), made once
+    per process for every program that packs it alike (Codegen.weight_out); the Gather of a
+    tied embedding table reads its rows from the same copy (index.py)."""
+    mats = np.asarray(data, np.float32).reshape((-1, s.K, s.N))
+    one = packed_shape(s.K, s.N, s.nr)
+
+    def fill(panels):
+        for m, o in zip(mats[:1] if single else mats, panels):
+            pack_b(m, s.nr, out=o)
+
+    return cg.weight_out((1 if single else len(mats), *one), np.float32, fill, source=data,
+                         how=("matmul", s.K, s.N, s.nr, single))
 
 
 def _matmul_generic(node) -> bool:
