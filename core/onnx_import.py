@@ -218,7 +218,11 @@ class Importer:
             raise ModelLoadError(f"{what}: external data file '{loc}' not found")
         if np_type is not None and offset % np.dtype(np_type).itemsize == 0:
             mapped = self._mapped(path, loc, what)
-            if mapped is not None and offset + need <= mapped.size:  # else read: its errors say why
+            # without a length the tensor is the rest of the file, which must be exactly its
+            # bytes: anything else is read, whose errors say why
+            fits = mapped is not None and (offset + need == mapped.size if length is None
+                                           else offset + need <= mapped.size)
+            if fits:
                 return mapped[offset:offset + need].view(np.dtype(np_type).newbyteorder("<")) \
                     .astype(np_type, copy=False).reshape(tuple(t.dims))
         note = f"bytes its shape {list(t.dims)} needs"
