@@ -12,6 +12,7 @@ from . import (
     rules_loss,  # noqa: F401
     rules_ml,  # noqa: F401
     rules_movement,  # noqa: F401
+    rules_nbits,  # noqa: F401
     rules_nn,  # noqa: F401
     rules_pool,  # noqa: F401
     rules_qlinear,  # noqa: F401

@@ -16,6 +16,7 @@ from . import (  # noqa: F401  (registration side effects)
     matmul,
     ml,
     movement,
+    nbits,
     normalization,
     pool,
     qlinear,

@@ -1,0 +1,99 @@
+"""Block-quantized weights (glow.ops.nbits): the reference against onnxruntime's own MatMulNBits and
+GatherBlockQuantized where onnxruntime is installed, every backend against the reference, and
+bad attributes or shapes as one error naming the node."""
+
+import glow
+import numpy as np
+import pytest
+from glow.ops.nbits import unpack_codes
+from helpers import backend_unavailable
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+MS = "com.microsoft"
+
+
+def nbits_model(rng, m, k, n, bits, bs, zp=None, bias=False, accuracy_level=0):
+    kb = -(-k // bs)
+    inits = [nh.from_array(rng.integers(0, 256, (n, kb, bs * bits // 8), dtype=np.uint8), "B"),
+             nh.from_array((rng.standard_normal((n, kb)) * 0.1).astype(np.float32), "S")]
+    ins = ["A", "B", "S"]
+    if zp == "packed":
+        inits.append(nh.from_array(rng.integers(0, 256, (n * -(-kb * bits // 8),), dtype=np.uint8), "Z"))
+        ins.append("Z")
+    elif zp == "float":
+        inits.append(nh.from_array(rng.uniform(0, 2 ** bits - 1, (n * kb,)).astype(np.float32), "Z"))
+        ins.append("Z")
+    if bias:
+        ins += [""] * (5 - len(ins)) + ["bias"]
+        inits.append(nh.from_array(rng.standard_normal(n).astype(np.float32), "bias"))
+    node = h.make_node("MatMulNBits", ins, ["Y"], domain=MS, K=k, N=n, bits=bits, block_size=bs,
+                       accuracy_level=accuracy_level)
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("A", T.FLOAT, [m, k])],
+                     [h.make_tensor_value_info("Y", T.FLOAT, None)], inits)
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 21), h.make_opsetid(MS, 1)], ir_version=10)
+
+
+CASES = [(3, 64, 8, 4, 32, None, False), (2, 70, 5, 4, 32, "packed", False), (2, 128, 6, 8, 64, "packed", False),
+         (1, 96, 4, 4, 16, "float", False), (2, 64, 8, 2, 32, "packed", False), (2, 64, 8, 4, 32, None, True)]
+
+
+def test_codes_unpack_low_bits_first():
+    assert unpack_codes(np.array([0x21, 0x43], np.uint8), 4, 4).tolist() == [1, 2, 3, 4]
+    assert unpack_codes(np.array([0b11100100], np.uint8), 2, 4).tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
+def test_matmul_nbits_reference_equals_onnxruntime(case):
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(0)
+    model = nbits_model(rng, *case)
+    a = rng.standard_normal(case[:2]).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"A": a})[0]
+    got = glow.compile(model, backend="reference").run({"A": a})["Y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("backend", ["cpu", "opencl"])
+@pytest.mark.parametrize("case", CASES[:3], ids=lambda c: "-".join(map(str, c)))
+def test_matmul_nbits_backends_equal_the_reference(case, backend):
+    if backend_unavailable(backend):
+        pytest.skip(f"{backend} unavailable")
+    rng = np.random.default_rng(1)
+    model = nbits_model(rng, *case)
+    a = rng.standard_normal(case[:2]).astype(np.float32)
+    want = glow.compile(model, backend="reference").run({"A": a})["Y"]
+    got = glow.compile(model, backend=backend).run({"A": a})["Y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_gather_block_quantized_reference_equals_onnxruntime():
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(2)
+    data = rng.integers(0, 256, (10, 16), dtype=np.uint8)  # 10 rows of 32 4-bit codes
+    scales = (rng.standard_normal((10, 2)) * 0.1).astype(np.float32)
+    node = h.make_node("GatherBlockQuantized", ["data", "ids", "scales"], ["y"], domain=MS, block_size=16,
+                       bits=4, gather_axis=0, quantize_axis=1)
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("ids", T.INT64, [2, 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     [nh.from_array(data, "data"), nh.from_array(scales, "scales")])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 21), h.make_opsetid(MS, 1)], ir_version=10)
+    ids = np.array([[0, 9, 3], [4, 4, 1]], np.int64)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = session.run(None, {"ids": ids})[0]
+    for backend in ("reference", "cpu"):
+        np.testing.assert_allclose(glow.compile(model, backend=backend).run({"ids": ids})["y"], want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("attrs,match", [(dict(bits=3), "bits 3 is not supported"),
+                                          (dict(block_size=24), "block_size 24 must be a power of 2"),
+                                          (dict(N=9), r"B has 256 elements .* need 288")])
+def test_bad_matmul_nbits_is_one_error_naming_the_node(attrs, match):
+    model = nbits_model(np.random.default_rng(3), 2, 64, 8, 4, 32)
+    node = model.graph.node[0]
+    for a in node.attribute:
+        if a.name in attrs:
+            a.i = attrs[a.name]
+    with pytest.raises(glow.GlowError, match=f"MatMulNBits.*{match}"):
+        glow.compile(model, backend="cpu")
