@@ -97,3 +97,15 @@ def test_bad_matmul_nbits_is_one_error_naming_the_node(attrs, match):
             a.i = attrs[a.name]
     with pytest.raises(glow.GlowError, match=f"MatMulNBits.*{match}"):
         glow.compile(model, backend="cpu")
+
+
+def test_gather_block_quantized_with_zero_points_of_the_wrong_shape_is_one_error_naming_the_node():
+    node = h.make_node("GatherBlockQuantized", ["data", "ids", "scales", "zp"], ["y"], domain=MS, block_size=16,
+                       bits=4)
+    inits = [nh.from_array(np.zeros((10, 16), np.uint8), "data"), nh.from_array(np.ones((10, 2), np.float32), "scales"),
+             nh.from_array(np.zeros((3, 1), np.uint8), "zp")]
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("ids", T.INT64, [2])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 21), h.make_opsetid(MS, 1)])
+    with pytest.raises(glow.GlowError, match=r"GatherBlockQuantized.*zero_points has shape \[3, 1\].*needs \[10, 1\]"):
+        glow.compile(model, backend="cpu")

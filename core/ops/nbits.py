@@ -129,10 +129,9 @@ op("MatMulNBits", inputs=("A:T1", "B:T2", "scales:T1", "zero_points:T3?", "g_idx
 
 # -- GatherBlockQuantized --------------------------------------------------------------------------
 
-def _gbq_geometry(ctx_or_shape, dtype, bits):
+def _gbq_geometry(shape, dtype, bits):
     """(logical data shape, codes per stored element) of GatherBlockQuantized's data."""
     per = 8 // bits if dtype == dt.uint8 else 1
-    shape = ctx_or_shape
     if shape is None:
         return None, per
     return tuple(shape[:-1]) + ((shape[-1] * per) if isinstance(shape[-1], int) else None,), per
@@ -156,10 +155,14 @@ def _gbq_infer(ctx):
     if isinstance(shape[qax], int):
         want = list(shape)
         want[qax] = _blocks(shape[qax], a["block_size"])
-        got = ctx.shape(2)
-        if got is not None and list(got) != want:
-            raise ctx.error(f"scales has shape {list(got)}; data of logical shape {list(shape)} in blocks "
-                            f"of {a['block_size']} needs {want}")
+        zp_want = list(want)
+        if data.dtype == dt.uint8:  # packed like the data: 8 / bits per byte along the last dim
+            zp_want[-1] = _blocks(want[-1] * bits, 8)
+        for i, name, need in ((2, "scales", want), (3, "zero_points", zp_want)):
+            got = ctx.shape(i) if ctx.has(i) else None
+            if got is not None and list(got) != need:
+                raise ctx.error(f"{name} has shape {list(got)}; data of logical shape {list(shape)} in blocks "
+                                f"of {a['block_size']} needs {need}")
     out = None if idx.shape is None else tuple(shape[:gax]) + tuple(idx.shape) + tuple(shape[gax + 1:])
     return [dt.TensorType(out, ctx.input(2).dtype)]
 
