@@ -207,7 +207,7 @@ def inspect(graph: Graph, path: str, settings: dict) -> DecoderInfo:
 
 def last_position_logits(graph: Graph) -> Graph | None:
     """The graph with its LM head applied to one position per row (input LAST, int64 [batch]):
-    where `logits` is MatMul(hidden (B, S, H), W) (+ a bias), hidden is gathered at LAST first. None
+    where `logits` is MatMul(hidden (B, S, H), W) or MatMulNBits (+ a bias), hidden is gathered at LAST first. None
     when the logits come otherwise."""
     from .rewrite import rebuild
 
@@ -215,7 +215,7 @@ def last_position_logits(graph: Graph) -> Graph | None:
     node = out.node
     if node is not None and node.op.name == "Add" and node.inputs[1] is not None and node.inputs[1].is_constant:
         node = node.inputs[0].node
-    if node is None or node.op.name != "MatMul" or not node.inputs[1].is_constant:
+    if node is None or node.op.name not in ("MatMul", "MatMulNBits") or not node.inputs[1].is_constant:
         return None
     hidden = node.inputs[0].type
     if not (isinstance(hidden, dt.TensorType) and hidden.rank == 3 and isinstance(hidden.shape[2], int)):
@@ -231,7 +231,7 @@ def last_position_logits(graph: Graph) -> Graph | None:
         idx = rb.emit1("Reshape", [where, rb.constant(np.array([-1, 1, 1], np.int64), name="shape")])
         idx = rb.emit1("Expand", [idx, rb.constant(np.array([1, 1, hidden.shape[2]], np.int64), name="width")])
         row = rb.emit1("GatherElements", [inputs[0], idx], {"axis": 1})
-        return [rb.emit1("MatMul", [row, inputs[1]])]
+        return [rb.emit1(node.op, [row, *inputs[1:]], node.attrs)]  # MatMul, or MatMulNBits (int4)
 
     new, changed = rebuild(graph, visit)
     return new if changed and "input" in last else None

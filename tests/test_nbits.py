@@ -68,6 +68,96 @@ def test_matmul_nbits_backends_equal_the_reference(case, backend):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
+# -- the cpu backend's own kernel: codes kept packed (backends/cpu/kernels/nbits.py) ----------------
+
+# (M, K, N, block, zero points, bias): rows 4 at a time and a tail, K past the last whole block, N
+# past the last panel of 16, every zero-point form, blocks 16..128
+NATIVE = [(1, 512, 64, 32, None, False), (5, 70, 33, 32, "packed", True), (6, 256, 48, 64, "packed", False),
+          (3, 96, 20, 16, "float", True), (4, 256, 17, 128, None, True), (9, 64, 16, 16, None, False)]
+
+
+def _native(model, a, level=None):
+    opts = {} if level is None else {"isa": level}
+    exe = glow.compile(model, backend="cpu", threads=2, options=opts)
+    assert any(r.op == "MatMulNBits" for r in exe.profile({"A": a}).records)  # the kernel, not the lowering
+    return exe.run({"A": a})["Y"]
+
+
+def _close(got, want, tol=1e-5):
+    err = float(np.abs(got - want).max()) / float(np.abs(want).max())
+    assert err <= tol, err
+
+
+@pytest.mark.parametrize("level", [None, "avx2", "generic"])
+@pytest.mark.parametrize("case", NATIVE, ids=lambda c: "-".join(map(str, c)))
+def test_cpu_kernel_at_accuracy_level_0_equals_the_reference(case, level):
+    from glow.backends.cpu import jit
+
+    if level is not None and level not in jit.ISAS[jit.ISAS.index(jit.host_isa()):]:
+        pytest.skip(f"{level} is not a lower level this host runs")
+    rng = np.random.default_rng(2)
+    m, k, n, bs, zp, bias = case
+    model = nbits_model(rng, m, k, n, 4, bs, zp, bias, accuracy_level=0)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    _close(_native(model, a, level), glow.compile(model, backend="reference").run({"A": a})["Y"])
+
+
+@pytest.mark.parametrize("level", [None, "avx2", "generic"])
+@pytest.mark.parametrize("case", NATIVE, ids=lambda c: "-".join(map(str, c)))
+def test_cpu_kernel_at_accuracy_level_4_equals_int8_activations(case, level):
+    """accuracy_level 4 on AVX2/AVX-512: A quantized to int8 per block as onnxruntime does
+    (matmul_nbits_int8); float zero points and the generic level keep the exact product."""
+    from glow.backends.cpu import jit
+    from glow.ops.nbits import matmul_nbits_int8
+
+    if level is not None and level not in jit.ISAS[jit.ISAS.index(jit.host_isa()):]:
+        pytest.skip(f"{level} is not a lower level this host runs")
+    rng = np.random.default_rng(3)
+    m, k, n, bs, zp, bias = case
+    model = nbits_model(rng, m, k, n, 4, bs, zp, bias, accuracy_level=4)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    exact = glow.compile(model, backend="reference").run({"A": a})["Y"]
+    if zp == "float" or (level or jit.host_isa()) == "generic":
+        want = exact
+    else:
+        init = {i.name: nh.to_array(i) for i in model.graph.initializer}
+        want = matmul_nbits_int8(a, init["B"], init["S"], init.get("Z"), init.get("bias"), K=k, N=n, bits=4,
+                                 block_size=bs)
+        assert np.abs(want - exact).max() > 1e-4 * np.abs(exact).max()  # the int8 formula is not the exact one
+    _close(_native(model, a, level), want)
+
+
+@pytest.mark.parametrize("case", NATIVE[:3], ids=lambda c: "-".join(map(str, c)))
+def test_int8_activation_formula_equals_onnxruntime_at_accuracy_level_4(case):
+    ort = pytest.importorskip("onnxruntime")
+    from glow.ops.nbits import matmul_nbits_int8
+
+    rng = np.random.default_rng(4)
+    m, k, n, bs, zp, bias = case
+    model = nbits_model(rng, m, k, n, 4, bs, zp, bias, accuracy_level=4)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"A": a})[0]
+    init = {i.name: nh.to_array(i) for i in model.graph.initializer}
+    got = matmul_nbits_int8(a, init["B"], init["S"], init.get("Z"), init.get("bias"), K=k, N=n, bits=4, block_size=bs)
+    _close(got, want)
+
+
+@pytest.mark.parametrize("level", [0, 4])
+def test_cpu_kernel_with_all_zero_blocks_and_a_nan(level):
+    """A block of zeros quantizes with scale 0 (no division by zero); a NaN makes its row NaN, as
+    in the reference (quantizing it would have dropped it silently)."""
+    rng = np.random.default_rng(5)
+    model = nbits_model(rng, 3, 64, 16, 4, 32, None, False, accuracy_level=level)
+    a = rng.standard_normal((3, 64)).astype(np.float32)
+    a[0] = 0.0
+    a[1, :32] = 0.0
+    a[2, 40] = np.nan
+    got = glow.compile(model, backend="cpu").run({"A": a})["Y"]
+    want = glow.compile(model, backend="reference").run({"A": a})["Y"]
+    assert np.all(got[0] == 0.0) and np.all(np.isnan(want[2])) and np.all(np.isnan(got[2]))
+    _close(got[1], want[1], 1e-5 if level == 0 else 2e-2)
+
+
 def test_gather_block_quantized_reference_equals_onnxruntime():
     ort = pytest.importorskip("onnxruntime")
     rng = np.random.default_rng(2)

@@ -116,6 +116,43 @@ def _nbits_ref(a, b, scales, zero_points=None, g_idx=None, bias=None, *, K, N, b
     return y.astype(a.dtype)
 
 
+def quantize_activations(a, block_size: int):
+    """onnxruntime's int8 activations of accuracy_level 4 (MLAS's per-row block quantizer): per
+    block of K (the last partial one too), scale = max|a| / 127 and codes a * (127 / max|a|)
+    rounded half to even (0 where the block is all zero). (codes [.., blocks, block_size] int8,
+    zero past K; scales [.., blocks] float32)."""
+    a = np.asarray(a, np.float32)
+    k = a.shape[-1]
+    kb = _blocks(k, block_size)
+    x = np.zeros(a.shape[:-1] + (kb * block_size,), np.float32)
+    x[..., :k] = a
+    x = x.reshape(a.shape[:-1] + (kb, block_size))
+    amax = np.abs(x).max(axis=-1)
+    with np.errstate(divide="ignore"):
+        inv = np.where(amax != 0, np.float32(127.0) / amax, np.float32(0.0)).astype(np.float32)
+    codes = np.rint(x * inv[..., None]).astype(np.int8)
+    return codes, (amax / np.float32(127.0)).astype(np.float32)
+
+
+def matmul_nbits_int8(a, b, scales, zero_points=None, bias=None, *, K, N, bits, block_size) -> np.ndarray:
+    """MatMulNBits as onnxruntime computes it at accuracy_level 4 (int8 activations): per block,
+    scale_a * scale_w * sum qa (qw - zp), summed over blocks in float64 (so only the
+    quantization, not the order of the sums, makes it differ from the exact product)."""
+    _, _, _, _, kb, blob = _nbits_geometry(dict(K=K, N=N, bits=bits, block_size=block_size))
+    qa, sa = quantize_activations(a, block_size)
+    qw = unpack_codes(np.asarray(b, np.uint8).reshape(N, kb, blob), bits, block_size).astype(np.int64)
+    s = np.asarray(scales).astype(np.float64).reshape(N, kb)
+    if zero_points is None:
+        zp = np.full((N, kb), 2 ** (bits - 1), np.int64)
+    else:
+        zp = unpack_codes(zero_points.reshape(N, -1), bits, kb).astype(np.int64)
+    dots = np.einsum("...jk,njk->...nj", qa.astype(np.int64), qw - zp[..., None])  # [.., N, blocks]
+    y = (dots * sa.astype(np.float64)[..., None, :] * s).sum(axis=-1)
+    if bias is not None:
+        y = y + np.asarray(bias, np.float64)
+    return y.astype(np.float32)
+
+
 op("MatMulNBits", inputs=("A:T1", "B:T2", "scales:T1", "zero_points:T3?", "g_idx:T4?", "bias:T1?"),
    outputs=("Y:T1",),
    types={"T1": FLT, "T2": frozenset({dt.uint8, dt.int32}), "T3": frozenset({dt.uint8, dt.int32}) | FLT,
