@@ -21,7 +21,9 @@ crashed with SIGFPE at one thread: such a cell is reported as crashed). glow com
 bucket and decoding step before the clock (`Generator.prepare`; onnxruntime-genai's session and
 openvino-genai's pipeline are made before too). Also: the host's memory bandwidth (one core, all
 cores), glow's fraction of it (bytes of weights and KV cache read per token x tokens/s), and parity
-of glow with onnxruntime-genai (greedy tokens, every step's logits). Results:
+of glow with onnxruntime-genai (greedy tokens, the logits of every step while the tokens agree:
+max relative error and cosine). int4 rows (--precisions) run the builder's -p int4 folder (glow and
+onnxruntime-genai) and NNCF's int4 IR (openvino-genai). Results:
 benchmarks/results-decode.json.
 """
 
@@ -66,10 +68,15 @@ tok.train_from_iterator(["the quick brown fox jumps over the lazy dog " * 20],
                         trainers.BpeTrainer(vocab_size=600, special_tokens=["<s>", "</s>"],
                                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
 PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>").save_pretrained(hf)
-subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", hf, "-o", genai, "-p", "fp32",
-                "-e", "cpu"], check=True)
+for p in ("fp32", "int4"):  # int4: MatMulNBits, blocks of 32, accuracy_level 4 (the builder's defaults)
+    subprocess.run([sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", hf, "-o",
+                    os.path.join(out, f"{name}-genai-{p}"), "-p", p, "-e", "cpu"], check=True)
 subprocess.run(["optimum-cli", "export", "openvino", "--model", hf, "--task", "text-generation-with-past",
                 "--weight-format", "fp32", ovdir], check=True)
+# NNCF's int4 (asymmetric, groups of 32 as the builder's, every layer; embeddings and LM head int8)
+subprocess.run(["optimum-cli", "export", "openvino", "--model", hf, "--task", "text-generation-with-past",
+                "--weight-format", "int4", "--group-size", "32", "--ratio", "1.0",
+                os.path.join(out, f"{name}-ov-int4")], check=True)
 '''
 
 OV_WORKER = r'''
@@ -213,7 +220,7 @@ def bytes_per_token(folder: str, context: int) -> float:
     total = 0
     gathered = {n.input[0] for n in m.graph.node if n.op_type == "Gather"}
     for t in m.graph.initializer:
-        n = int(np.prod(t.dims)) * 4
+        n = int(np.prod(t.dims)) * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
         total += (n // t.dims[0]) if t.name in gathered and t.dims else n
     cfg = json.load(open(os.path.join(folder, "genai_config.json")))["model"]["decoder"]
     kv = 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * cfg["head_size"] * 4 * context
@@ -232,11 +239,13 @@ def parity(folder, new, rng, vocab):
     gen = glow.Generator(folder, backend="cpu", threads=1)
     ours = []
     tokens = gen.generate([ids], new, eos_token_id=[], on_logits=lambda lg: ours.append(lg[0].copy()))
-    errs = [float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30)) for a, b in zip(ours, ref_logits)]
-    return {"tokens_equal": tokens[0].tolist() == ref["tokens"][:new], "steps": len(errs),
-            "first_difference": next((k for k, (a, b) in enumerate(zip(tokens[0].tolist(), ref["tokens"])) if a != b),
-                                     None),
-            "max_rel_logit_err": max(errs) if errs else None}
+    first = next((k for k, (a, b) in enumerate(zip(tokens[0].tolist(), ref["tokens"])) if a != b), None)
+    # logits compared while both engines have read the same tokens: up to the first differing one
+    same = list(zip(ours, ref_logits))[:None if first is None else first + 1]
+    errs = [float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), 1e-30)) for a, b in same]
+    cos = [float(a @ b / max(float(np.linalg.norm(a) * np.linalg.norm(b)), 1e-30)) for a, b in same]
+    return {"tokens_equal": tokens[0].tolist() == ref["tokens"][:new], "steps": len(ours), "first_difference": first,
+            "max_rel_logit_err": max(errs) if errs else None, "min_logit_cosine": min(cos) if cos else None}
 
 
 def main(argv=None):
@@ -250,6 +259,8 @@ def main(argv=None):
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--engines", default="glow,onnxruntime-genai,openvino-genai f32,openvino-genai default")
+    ap.add_argument("--precisions", default="fp32,int4", help="fp32: the builder's -p fp32 folder and "
+                    "OpenVINO's fp32 IR; int4: the builder's -p int4 folder and NNCF's int4 IR")
     ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args(argv)
     configs = [c.strip() for c in a.configs.split(",")]
@@ -268,13 +279,14 @@ def main(argv=None):
     print(f"# {results['cpu']} ({results['flags']}); memory bandwidth {results['bandwidth_gbs']['1 core']:.1f} GB/s "
           f"one core, {results['bandwidth_gbs']['all cores']:.1f} GB/s all cores")
     rng = np.random.default_rng(2026)
-    for c in configs:
-        genai = os.path.join(a.models_dir, f"{c}-genai-fp32")
-        ov = os.path.join(a.models_dir, f"{c}-ov-fp32")
+    precisions = [p.strip() for p in a.precisions.split(",")]
+    for c, prec in ((c, p) for c in configs for p in precisions):
+        genai = os.path.join(a.models_dir, f"{c}-genai-{prec}")
+        ov = os.path.join(a.models_dir, f"{c}-ov-{prec}")
         vocab = CONFIGS[c]["vocab_size"]
         if "onnxruntime-genai" in engines:
-            results.setdefault("parity", {})[c] = parity(genai, a.new_tokens, rng, vocab)
-            print(f"{c}: parity with onnxruntime-genai: {results['parity'][c]}")
+            results.setdefault("parity", {})[f"{c} {prec}"] = parity(genai, a.new_tokens, rng, vocab)
+            print(f"{c} {prec}: parity with onnxruntime-genai: {results['parity'][f'{c} {prec}']}")
         for t in threads:
             live = {}
             for e in engines:
@@ -286,7 +298,8 @@ def main(argv=None):
                     elif e.startswith("openvino-genai"):
                         live[e] = OpenVinoGenai(ov, t, e.split()[-1])
                 except Exception as err:  # noqa: BLE001 - a missing engine is a row that says why
-                    results["cells"].append({"config": c, "threads": t, "engine": e, "error": str(err)[:200]})
+                    results["cells"].append({"config": c, "precision": prec, "threads": t, "engine": e,
+                                             "error": str(err)[:200]})
             for p in prompts:
                 runs = {e: [] for e in live}
                 warm = rng.integers(2, min(vocab, 30000), p).tolist()
@@ -301,13 +314,13 @@ def main(argv=None):
                         try:
                             runs[e].append(eng.run(ids, a.new_tokens))
                         except Exception as err:  # noqa: BLE001 - a crashed engine's cell says so
-                            results["cells"].append({"config": c, "threads": t, "prompt": p, "engine": e,
-                                                     "error": str(err)[:200]})
+                            results["cells"].append({"config": c, "precision": prec, "threads": t, "prompt": p,
+                                                     "engine": e, "error": str(err)[:200]})
                             live.pop(e)
                 for e, rs in runs.items():
                     if not rs:
                         continue
-                    cell = {"config": c, "threads": t, "prompt": p, "engine": e,
+                    cell = {"config": c, "precision": prec, "threads": t, "prompt": p, "engine": e,
                             "ttft_ms": statistics.median(r["ttft_ms"] for r in rs),
                             "decode_tok_s": statistics.median(r["tok_s"] for r in rs)}
                     if e == "glow":
@@ -315,7 +328,7 @@ def main(argv=None):
                         key = "1 core" if t == 1 else "all cores"
                         cell["bandwidth_fraction"] = read * cell["decode_tok_s"] / (results["bandwidth_gbs"][key] * 1e9)
                     results["cells"].append(cell)
-                    print(f"{c:6} {t} thr prompt {p:4}: {e:26} TTFT {cell['ttft_ms']:8.1f} ms  decode "
+                    print(f"{c:6} {prec} {t} thr prompt {p:4}: {e:26} TTFT {cell['ttft_ms']:8.1f} ms  decode "
                           f"{cell['decode_tok_s']:7.2f} tok/s"
                           + (f"  ({100 * cell['bandwidth_fraction']:.0f}% of bandwidth)" if "bandwidth_fraction"
                              in cell else ""), flush=True)

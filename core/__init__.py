@@ -18,6 +18,7 @@ from .graph import Graph, GraphBuilder, Node, Value
 from .hookspecs import hookimpl
 from .interpreter import run_graph
 from .quantizer import quantize
+from .weight_quant import quantize_weights
 
 __version__ = "0.1.0"
 
@@ -41,5 +42,5 @@ __all__ = [
     "GlowWarning", "Graph", "GraphBuilder", "GraphError", "InputError", "InternalError", "LoweringError",
     "ModelLoadError", "Node", "Profile", "ProfileRecord", "TensorInfo", "UnsupportedOpError", "Value",
     "Generator", "available_backends", "compile", "dtypes", "generate", "hookimpl", "load",
-    "load_onnx", "quantize", "run_graph",
+    "load_onnx", "quantize", "quantize_weights", "run_graph",
 ]

@@ -186,12 +186,26 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_generate import add_parser as add_generate
 
     add_generate(sub)
-    qz = sub.add_parser("quantize", help="quantize a float model to int8 (a QDQ model) from calibration data",
+    qz = sub.add_parser("quantize", help="quantize a float model: int8 QDQ from calibration data, or weights "
+                        "only to int4/int8 blocks (--weights)",
                         description="Profile MODEL's float tensors on the calibration inputs (ranges and "
                         "histograms, on the reference interpreter) and write a standard QDQ ONNX model: "
-                        "uint8/int8 activations, int8 weights (per channel), int32 biases.")
+                        "uint8/int8 activations, int8 weights (per channel), int32 biases. With --weights "
+                        "int4|int8: no calibration; every MatMul with a constant weight becomes onnxruntime's "
+                        "MatMulNBits (the weight in blocks along K, a scale and zero point per block), as "
+                        "onnxruntime-genai's builder writes for -p int4. MODEL may be a folder "
+                        "(onnxruntime-genai's or an optimum export): OUT is then a new folder with every "
+                        ".onnx quantized and the other files copied.")
     qz.add_argument("model")
-    qz.add_argument("-o", "--output", required=True, metavar="FILE", help="the quantized model to write")
+    qz.add_argument("-o", "--output", required=True, metavar="OUT", help="the quantized model (or folder) to write")
+    qz.add_argument("--weights", choices=["int4", "int8"], help="weight-only block quantization (no calibration)")
+    qz.add_argument("--block", type=int, default=32, help="with --weights: values per block along K, a power "
+                    "of 2 >= 16 (default 32)")
+    qz.add_argument("--sym", action="store_true", help="with --weights: symmetric blocks (no zero points)")
+    qz.add_argument("--skip", default="", metavar="NAMES", help="with --weights: comma-separated node, weight or "
+                    "output names (wildcards allowed) to keep in float, e.g. lm_head")
+    qz.add_argument("--accuracy-level", type=int, default=4, help="with --weights: the MatMulNBits accuracy_level "
+                    "written (4, the default: int8 activations, as the builder writes; 0: float products)")
     qz.add_argument("--calibration", metavar="NPZ", help=".npz with one array per model input, the "
                     "calibration runs on its first axis (arr[i] is run i's input)")
     qz.add_argument("--profile", metavar="FILE", help="reuse this saved profile if it exists (its graph hash "
@@ -677,6 +691,8 @@ def cmd_bundle(args) -> int:
 
 
 def cmd_quantize(args) -> int:
+    if args.weights:
+        return _quantize_weights(args)
     from .quantizer import quantize
 
     check_writable(args.output, "quantized model")
@@ -698,6 +714,21 @@ def cmd_quantize(args) -> int:
     qdq = sum(n.op_type == "QuantizeLinear" for n in qmodel.graph.node)
     print(f"wrote {args.output}: {qdq} quantized tensors, {args.schema} {args.calibrate}"
           f"{' from the saved profile ' + reuse if reuse else ''} ({time.perf_counter() - t:.2f} s)")
+    return 0
+
+
+def _quantize_weights(args) -> int:
+    from .weight_quant import quantize_weights_to
+
+    if args.calibration or args.profile:
+        raise InputError("--weights quantizes weights only: --calibration and --profile do not apply")
+    t = time.perf_counter()
+    counts = quantize_weights_to(args.model, args.output, bits=int(args.weights[3:]), block_size=args.block,
+                                 symmetric=args.sym, skip=[p.strip() for p in args.skip.split(",") if p.strip()],
+                                 accuracy_level=args.accuracy_level)
+    done = ", ".join(f"{f}: {n} MatMuls" for f, n in counts.items())
+    print(f"wrote {args.output}: {done} as MatMulNBits, {args.weights} in blocks of {args.block}, "
+          f"{'symmetric' if args.sym else 'asymmetric'} ({time.perf_counter() - t:.2f} s)")
     return 0
 
 

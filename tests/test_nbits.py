@@ -176,6 +176,36 @@ def test_gather_block_quantized_reference_equals_onnxruntime():
         np.testing.assert_allclose(glow.compile(model, backend=backend).run({"ids": ids})["y"], want, rtol=1e-6)
 
 
+@pytest.mark.parametrize("zero_points", [False, True])
+def test_gather_block_quantized_cpu_kernel_equals_the_reference(zero_points):
+    """The cpu kernel (rows dequantized as gathered, never the whole table): K = 40 (the last block
+    partial), three blocks so zero points fill one and a half bytes a row, int32 and negative ids;
+    an id past the table is one InputError."""
+    from glow.errors import InputError
+
+    rng = np.random.default_rng(6)
+    V, K, bs = 37, 40, 16
+    data = rng.integers(0, 256, (V, K // 2), dtype=np.uint8)
+    scales = (rng.standard_normal((V, 3)) * 0.1).astype(np.float32)
+    inits = [nh.from_array(data, "data"), nh.from_array(scales, "scales")]
+    ins = ["data", "ids", "scales"]
+    if zero_points:
+        inits.append(nh.from_array(rng.integers(0, 256, (V, 2), dtype=np.uint8), "zp"))
+        ins.append("zp")
+    node = h.make_node("GatherBlockQuantized", ins, ["y"], domain=MS, block_size=bs, bits=4, gather_axis=0,
+                       quantize_axis=1)
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("ids", T.INT32, [2, 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 21), h.make_opsetid(MS, 1)], ir_version=10)
+    ids = np.array([[0, 36, -1], [5, 5, -37]], np.int32)
+    exe = glow.compile(model, backend="cpu")
+    assert any(r.op == "GatherBlockQuantized" for r in exe.profile({"ids": ids}).records)
+    want = glow.compile(model, backend="reference").run({"ids": ids})["y"]
+    np.testing.assert_array_equal(exe.run({"ids": ids})["y"], want)
+    with pytest.raises(InputError, match="37"):
+        exe.run({"ids": np.array([[0, 37, 1], [0, 0, 0]], np.int32)})
+
+
 @pytest.mark.parametrize("attrs,match", [(dict(bits=3), "bits 3 is not supported"),
                                           (dict(block_size=24), "block_size 24 must be a power of 2"),
                                           (dict(N=9), r"B has 256 elements .* need 288")])
