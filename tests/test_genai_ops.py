@@ -208,7 +208,9 @@ def test_cpu_kernel_over_long_caches_and_head_sizes(d, form):
     if form == "interleaved-window":
         kw["window"] = 37
     rng = np.random.default_rng(d)
-    for b, s, past, lens, total in ((2, 1, 80, [70, 33], 80), (1, 40, 80, [40], 40), (1, 7, 96, [59], 96)):
+    # s >= 16: a prompt, on the transposed-keys path (two rows of other lengths, one after a past)
+    for b, s, past, lens, total in ((2, 1, 80, [70, 33], 80), (1, 40, 80, [40], 40), (1, 7, 96, [59], 96),
+                                    (2, 20, 48, [20, 9], 20), (1, 17, 64, [50], 64)):
         model = gqa_model(b, s, 4, 2, d, past, rot_rows=128, **kw)
         feeds = gqa_feeds(rng, b, s, 4, 2, d, past, lens, total, packed=kw["packed"], rotary=kw["rotary"],
                           rot_rows=128)

@@ -311,6 +311,142 @@ def _emit_attend(cg, geo: _Geometry):
     return kb
 
 
+# -- a prompt's attention: keys transposed once, every query's logits without a horizontal sum -----
+
+TILED_MIN_S = 16  # queries per call from which the keys are transposed first (a prompt, not a step)
+QK_SUMS = 4  # independent partial sums of a query's 16 logits (FMA latency: one chain waits 4 cycles)
+
+
+def _emit_transpose_keys(cg, geo: _Geometry, kt):
+    """kt[b, g, d, t] = present_key[b, g, t, d] for each row's valid keys t < length (then a block's
+    16 logits are 16 lanes of D broadcast FMAs). Split over (b, g)."""
+    kb = cg.function("GQA.keys_t", [PTR, PTR, PTR, PTR, I64, I64])
+    ok, seqlens, total, kt_arg, tid, nth = kb.args
+    b = kb.b
+    D, T, tp = geo.D, geo.T, _t_padded(geo)
+    lo, hi = _split(kb, geo.B * geo.G, tid, nth)
+    with kb.loop(lo, hi, name="item") as item:
+        b_ = b.sdiv(item, kb.i64(geo.G))
+        length, _ = _positions(kb, geo, seqlens, total, b_)
+        n = b.select(b.icmp_signed("<", length, kb.i64(T)), length, kb.i64(T))
+        src0 = b.mul(item, kb.i64(T * D))
+        dst0 = b.mul(item, kb.i64(D * tp))
+        with kb.loop(0, n, name="t") as t:
+            row = b.add(src0, b.mul(t, kb.i64(D)))
+            with kb.loop(0, D, name="d") as d:
+                kb.store(kb.load(ok, b.add(row, d)), kt_arg, b.add(dst0, b.add(b.mul(d, kb.i64(tp)), t)))
+    kb.finish()
+    return kb
+
+
+def _t_padded(geo) -> int:
+    return -(-geo.T // 16) * 16
+
+
+def _split(kb, total: int, tid, nth):
+    b = kb.b
+    return (b.sdiv(b.mul(kb.i64(total), tid), nth), b.sdiv(b.mul(kb.i64(total), b.add(tid, kb.i64(1))), nth))
+
+
+def _emit_attend_tiled(cg, geo: _Geometry, kt):
+    """As _emit_attend, with the block's 16 logits made as 16 lanes at once from the transposed keys
+    (D broadcast FMAs into QK_SUMS partial sums), and the block's values added with constant lane
+    indices, two accumulators per head vector. A key row past the query's last reads that row
+    again with weight 0 (never memory outside the valid rows)."""
+    kb = cg.function("GQA.attend_t", [PTR, PTR, PTR, PTR, PTR, PTR, PTR, PTR, I64, I64])
+    q, kt_arg, ov, y, seqlens, total, cos, sin, tid, nth = kb.args
+    b = kb.b
+    D, S, W = geo.D, geo.S, 16
+    tp = _t_padded(geo)
+    vt = ir.VectorType(F32, W)
+    vw = W if D % W == 0 else 8  # lanes of the value accumulators (D is a multiple of 8)
+    vvt = ir.VectorType(F32, vw)
+    nv = D // vw
+    group = geo.H // geo.G
+    lo, hi = _split(kb, geo.B * geo.H * S, tid, nth)
+    qb = kb.array(F32, D)
+    zero_v = ir.Constant(vt, [0.0] * W)
+    zero_vv = ir.Constant(vvt, [0.0] * vw)
+    neg_v = ir.Constant(vt, [-float("inf")] * W)
+    lanes = ir.Constant(ir.VectorType(I64, W), list(range(W)))
+    acc = [[kb.var(vvt) for _ in range(nv)] for _ in range(2)]
+    m_var, l_var = kb.var(F32), kb.var(F32)
+
+    with kb.loop(lo, hi, name="item") as item:
+        b_ = b.sdiv(item, kb.i64(geo.H * S))
+        rem = b.srem(item, kb.i64(geo.H * S))
+        h, s = b.sdiv(rem, kb.i64(S)), b.srem(rem, kb.i64(S))
+        g = b.sdiv(h, kb.i64(group))
+        length, past = _positions(kb, geo, seqlens, total, b_)
+        tok = b.add(b.mul(b_, kb.i64(S)), s)
+        dst = kb.ptr(y, b.add(b.mul(tok, kb.i64(geo.H * D)), b.mul(h, kb.i64(D))))
+        with b.if_else(_rows_fit(kb, geo, length, past), likely=True) as (fits, bad):
+            with fits:
+                qpos = b.add(past, s)
+                src = kb.ptr(q, b.add(b.mul(tok, kb.i64(geo.Q)), b.mul(h, kb.i64(D))))
+                _rotate_row(kb, geo, src, qb, qpos, cos, sin, scale=geo.alpha)
+                top = b.add(qpos, kb.i64(1))
+                t_hi = b.select(b.icmp_signed("<", top, length), top, length)
+                t_lo = kb.i64(0)
+                if geo.window > 0:
+                    first = b.sub(qpos, kb.i64(geo.window - 1))
+                    t_lo = b.select(b.icmp_signed(">", first, kb.i64(0)), first, kb.i64(0))
+                for a_ in acc[0] + acc[1]:
+                    b.store(zero_vv, a_)
+                b.store(kb.f32(-float("inf")), m_var)
+                b.store(kb.f32(0.0), l_var)
+                kt0 = b.mul(b.add(b.mul(b_, kb.i64(geo.G)), g), kb.i64(D * tp))
+                base = geo.kv_row(kb, None, b_, g, kb.i64(0))
+                blocks = b.udiv(b.add(b.sub(t_hi, t_lo), kb.i64(W - 1)), kb.i64(W))
+                last = b.sub(t_hi, kb.i64(1))
+                with kb.loop(0, blocks, name="blk") as blk:
+                    t0 = b.add(t_lo, b.mul(blk, kb.i64(W)))
+                    n = b.sub(t_hi, t0)
+                    parts = [zero_v] * QK_SUMS
+                    col = b.add(kt0, t0)
+                    for d in range(D):  # logits of keys t0..t0+15: lanes
+                        kv = b.load(kb.ptr(kt_arg, b.add(col, kb.i64(d * tp))), typ=vt, align=4)
+                        parts[d % QK_SUMS] = kb.fma(kb.splat(kb.load(qb, d), W), kv, parts[d % QK_SUMS])
+                    while len(parts) > 1:
+                        parts = [b.fadd(x, y_) for x, y_ in zip(parts[0::2], parts[1::2])]
+                    logits = parts[0]
+                    if geo.softcap > 0:
+                        cap = kb.splat(kb.f32(geo.softcap), W)
+                        logits = b.fmul(vmath.emit_unary(kb, "Tanh", b.fdiv(logits, cap)), cap)
+                    valid = b.icmp_signed("<", lanes, kb.splat(n, W))
+                    logits = b.select(valid, logits, neg_v)
+                    m_old = b.load(m_var)
+                    m_blk = _hreduce(kb, logits, W, lambda a, c: b.select(b.fcmp_ordered(">", a, c), a, c))
+                    m_new = b.select(b.fcmp_ordered(">", m_blk, m_old), m_blk, m_old)
+                    corr = vmath.emit_unary(kb, "Exp", b.fsub(m_old, m_new))
+                    p = vmath.emit_unary(kb, "Exp", b.fsub(logits, kb.splat(m_new, W)))
+                    b.store(b.fadd(b.fmul(b.load(l_var), corr), _hreduce(kb, p, W, b.fadd)), l_var)
+                    b.store(m_new, m_var)
+                    cv = kb.splat(corr, vw)
+                    cur = [[b.fmul(b.load(a_), cv) for a_ in row] for row in acc]
+                    for j in range(W):  # key t0 + j, weight p[j] (0 past the last: that row is read again)
+                        t = b.add(t0, kb.i64(j))
+                        row = b.add(base, b.mul(b.select(b.icmp_signed("<", t, t_hi), t, last), kb.i64(D)))
+                        pj = b.shuffle_vector(p, p, ir.Constant(ir.VectorType(I32, vw), [j] * vw))
+                        half = cur[j % 2]
+                        for c in range(nv):
+                            vv = b.load(kb.ptr(ov, b.add(row, kb.i64(c * vw))), typ=vvt, align=4)
+                            half[c] = kb.fma(pj, vv, half[c])
+                    for row, vals in zip(acc, cur):
+                        for a_, v_ in zip(row, vals):
+                            b.store(v_, a_)
+                total_w = b.load(l_var)
+                inv = b.select(b.fcmp_ordered(">", total_w, kb.f32(0.0)), b.fdiv(kb.f32(1.0), total_w), kb.f32(0.0))
+                iv = kb.splat(inv, vw)
+                for c in range(nv):
+                    out = b.fmul(b.fadd(b.load(acc[0][c]), b.load(acc[1][c])), iv)
+                    b.store(out, kb.ptr(dst, kb.i64(c * vw)), align=4)
+            with bad:
+                _zero(kb, dst, kb.i64(0), kb.i64(D))
+    kb.finish()
+    return kb
+
+
 @cpu_kernel("GroupQueryAttention", domain=MS, supports=_gqa_ok)
 def emit_group_query_attention(cg, instr):
     geo = _Geometry(instr)
@@ -327,6 +463,16 @@ def emit_group_query_attention(cg, instr):
     cache = _emit_cache(cg, geo, site)
     cg.call(cache.fn, [p(geo.q), p(geo.k), p(geo.v), as_int(geo.pk), as_int(geo.pv), as_int(geo.ok),
                        as_int(geo.ov), p(geo.seqlens), p(geo.total), p(geo.cos), p(geo.sin), cg.tid, cg.nth])
+    if geo.S >= TILED_MIN_S:  # a prompt: transpose the keys once, then every query reads them by lanes
+        from .conv import scratch
+
+        kt = scratch(cg, geo.B * geo.G * geo.D * _t_padded(geo) * 4)
+        keys = _emit_transpose_keys(cg, geo, kt)
+        cg.call(keys.fn, [p(geo.ok), p(geo.seqlens), p(geo.total), kt, cg.tid, cg.nth])
+        attend = _emit_attend_tiled(cg, geo, kt)
+        cg.call(attend.fn, [p(geo.q), kt, p(geo.ov), p(geo.y), p(geo.seqlens), p(geo.total), p(geo.cos),
+                            p(geo.sin), cg.tid, cg.nth])
+        return
     attend = _emit_attend(cg, geo)
     cg.call(attend.fn, [p(geo.q), p(geo.ok), p(geo.ov), p(geo.y), p(geo.seqlens), p(geo.total), p(geo.cos),
                         p(geo.sin), cg.tid, cg.nth])
