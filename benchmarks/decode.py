@@ -14,7 +14,8 @@ glow and onnxruntime-genai run (-p fp32 -e cpu); optimum-intel's export the fp32
 Per config, thread count and prompt length: fresh random prompt ids every round, the same for every
 engine of the round, engines in turns; greedy, exactly --new-tokens tokens. TTFT is the time to the
 first new token (prefill included), the decode rate the tokens after it over their time; medians
-over --rounds, after one untimed run of each engine. openvino-genai runs with prefix caching off
+over --rounds, after one untimed run of each engine, each run after a quarter-second pause (the
+previous engine's spinning threads would otherwise slow the next one's first token). openvino-genai runs with prefix caching off
 (a repeated prompt would otherwise skip its prefill), at its f32 hint and at its default precision
 (bf16 on AVX512-BF16/AMX hosts), each in a worker process of its own (its default precision has
 crashed with SIGFPE at one thread: such a cell is reported as crashed). glow compiles its prefill
@@ -42,6 +43,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from host import cpu_model, write_results  # noqa: E402
+
+QUIET_S = 0.25  # pause before each timed run
 
 CONFIGS = {
     "llama": dict(kind="llama", hidden_size=512, intermediate_size=1408, num_hidden_layers=8, num_attention_heads=8,
@@ -311,6 +314,9 @@ def main(argv=None):
                 for _ in range(a.rounds):
                     ids = rng.integers(2, min(vocab, 30000), p).tolist()
                     for e, eng in list(live.items()):
+                        # the engine before may leave threads spinning for a while after its run
+                        # (onnxruntime's and OpenVINO's pools do): each engine starts on a quiet CPU
+                        time.sleep(QUIET_S)
                         try:
                             runs[e].append(eng.run(ids, a.new_tokens))
                         except Exception as err:  # noqa: BLE001 - a crashed engine's cell says so
