@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("llvmlite")
 
 from glow.backends.cpu.pool import ThreadChoice, ThreadPool, get_pool  # noqa: E402
+from glow.backends.cpu.runtime import _address  # noqa: E402
 from glow.backends.cpu.sync import Phases  # noqa: E402
 
 
@@ -215,7 +216,7 @@ def test_the_caller_finishes_an_inference_alone_and_a_late_worker_changes_nothin
     prog = glow.compile(model, "cpu", threads=2).program
     for order in ([0, 1], [1, 0]):  # worker never came / came too late; worker did it all first
         outs = [np.empty(shape, dtype) for _, dtype, shape in prog.outputs]
-        prog._prepare(prog.check(feeds) + outs, solo=False)
+        prog._prepare([_address(a) for a in prog.check(feeds) + outs], solo=False)
         for tid in order:
             prog.entry(prog._ctx_address, tid, 2)
         for (name, _, _), out in zip(prog.outputs, outs):
@@ -230,7 +231,7 @@ def test_a_thread_waiting_for_a_descheduled_one_sleeps_instead_of_spinning():
     model, feeds = _bench_model("mlp")
     prog = glow.compile(model, "cpu", threads=2).program
     outs = [np.empty(shape, dtype) for _, dtype, shape in prog.outputs]
-    prog._prepare(prog.check(feeds) + outs, solo=False)
+    prog._prepare([_address(a) for a in prog.check(feeds) + outs], solo=False)
     slots = prog.sync.view(np.int64).reshape(-1, SLOT_BYTES // 8)
     slots[0, 0] = 1 << 20  # every chunk of the first kernel claimed, none done: a thread holds them
     caller = threading.Thread(target=prog.entry, args=(prog._ctx_address, 0, 2))
