@@ -69,16 +69,12 @@ def emit_gather(cg, instr):
     kb = cg.function("Gather", [PTR, PTR, PTR, I64, I64, I64, I64, I64, I64])
     x, ind, y, site, rows_arg, n_idx_arg, d_arg, tid, nth = kb.args
     b = kb.b
-    S = Lanes(kb, 1)
     rows = A * n_idx
     lo = b.sdiv(b.mul(rows_arg, tid), nth)
     hi = b.sdiv(b.mul(rows_arg, b.add(tid, kb.i64(1))), nth)
     with kb.loop(lo, hi, name="row") as row:
         a, i = b.sdiv(row, n_idx_arg), b.srem(row, n_idx_arg)
-        k = S.load(ind, i, idx.type.dtype, False)
-        k = b.sext(k, I64) if k.type != I64 else k
-        raw = k
-        k = b.select(b.icmp_signed("<", k, kb.i64(0)), b.add(k, d_arg), k)
+        k, raw = table_row(kb, ind, i, idx.type.dtype, d_arg)
         dst = b.mul(row, kb.i64(B))
         n = 16 if B >= 16 else 1  # short rows (the index tables of lowered gathers): scalar copies
         # one unsigned compare: a still-negative k is huge
@@ -94,6 +90,16 @@ def emit_gather(cg, instr):
     args = [cg.ptr(data), cg.ptr(idx), cg.ptr(out), kb.i64(site_id(instr.name)), kb.i64(rows), kb.i64(n_idx),
             kb.i64(D)]
     call_split(cg, kb.fn, args, rows * B < PARALLEL_MIN)
+
+
+def table_row(kb, ind, i, dtype, size):
+    """(row, raw id) of ids[i] in a table of `size` rows: the id widened to i64 and a negative one
+    counted from the back; the caller checks 0 <= row < size (one unsigned compare) and reports
+    `raw` when it is not."""
+    b = kb.b
+    k = Lanes(kb, 1).load(ind, i, dtype, False)
+    raw = b.sext(k, I64) if k.type != I64 else k
+    return b.select(b.icmp_signed("<", raw, kb.i64(0)), b.add(raw, size), raw), raw
 
 
 def _tied_table(cg, data, axis):
@@ -136,10 +142,7 @@ def _emit_gather_packed(cg, instr, w, s, single):
     lo = b.sdiv(b.mul(rows, tid), nth)
     hi = b.sdiv(b.mul(rows, b.add(tid, kb.i64(1))), nth)
     with kb.loop(lo, hi, name="row") as row:
-        k = S.load(ind, row, idx.type.dtype, False)
-        k = b.sext(k, I64) if k.type != I64 else k
-        raw = k
-        k = b.select(b.icmp_signed("<", k, kb.i64(0)), b.add(k, kb.i64(V)), k)
+        k, raw = table_row(kb, ind, row, idx.type.dtype, kb.i64(V))
         dst = b.mul(row, kb.i64(H))
         with b.if_else(b.icmp_unsigned("<", k, kb.i64(V)), likely=True) as (ok, bad):
             with ok:

@@ -31,6 +31,7 @@ from glow.ops.nbits import unpack_codes
 
 from ..codegen import cpu_kernel, weight_data
 from ..irutil import F32, I8, I32, I64, PTR
+from .attention import _hreduce
 from .gemm_emit import split_range
 
 MS = "com.microsoft"
@@ -192,7 +193,7 @@ class _Emitter:
                 ax = b.call(fabs, [x])
                 m = b.select(b.fcmp_ordered(">", ax, m), ax, m)
                 nan = b.or_(nan, b.fcmp_unordered("uno", x, x))
-            amax = _hreduce(kb, m, lambda p, q: b.select(b.fcmp_ordered(">", p, q), p, q))
+            amax = _hreduce(kb, m, LANES, lambda p, q: b.select(b.fcmp_ordered(">", p, q), p, q))
             # a NaN makes the block's scale NaN, so the row's results are NaN as in the reference
             # (its code would be 0: the NaN would vanish)
             has_nan = b.icmp_unsigned("!=", b.bitcast(nan, ir.IntType(LANES)), ir.Constant(ir.IntType(LANES), 0))
@@ -206,7 +207,7 @@ class _Emitter:
                 q = b.fptosi(b.call(rnd, [b.fmul(x, iv)]), V16I)
                 total = b.add(total, q)
                 _store_any(b, b.trunc(q, ir.VectorType(I8, LANES)), kb.ptr(self.qa, b.add(base, kb.i64(LANES * i)), I8))
-            kb.store(_hreduce(kb, total, b.add), self.qsum, b.add(kb.i64(r * self.nb), blk), I32)
+            kb.store(_hreduce(kb, total, LANES, b.add), self.qsum, b.add(kb.i64(r * self.nb), blk), I32)
 
     # the product ---------------------------------------------------------------------------------
     def _rows(self, r0, rows: int):
@@ -349,17 +350,6 @@ def _store_any(b, value, ptr, align=1):
     b._insert(st)
 
 
-def _hreduce(kb, v, combine):
-    """The 16 lanes of v combined pairwise in a fixed order; a scalar."""
-    b, w = kb.b, LANES
-    while w > 1:
-        w //= 2
-        idx = ir.VectorType(I32, w)
-        v = combine(b.shuffle_vector(v, v, ir.Constant(idx, list(range(w)))),
-                    b.shuffle_vector(v, v, ir.Constant(idx, list(range(w, 2 * w)))))
-    return b.extract_element(v, ir.Constant(I32, 0))
-
-
 @cpu_kernel("MatMulNBits", domain=MS, supports=_supported)
 def emit_matmul_nbits(cg, instr):
     a, b, scales, zp, _, bias = (list(instr.inputs) + [None] * 6)[:6]
@@ -412,7 +402,7 @@ def emit_gather_block_quantized(cg, instr):
     Qwen2.5-0.5B's vocabulary). Indices are checked as Gather's are."""
     from glow.ops.index import WRAPS, site_id
 
-    from .index import record_bad_index
+    from .index import record_bad_index, table_row
 
     data, idx, scales, zp = (list(instr.inputs) + [None])[:4]
     out = instr.outputs[0]
@@ -426,10 +416,7 @@ def emit_gather_block_quantized(cg, instr):
     b = kb.b
     lo, hi = split_range(kb, rows, tid, nth)
     with kb.loop(lo, hi, name="row") as row:
-        k = kb.load(ind, row, I32 if idx.type.dtype == dt.int32 else I64, align=idx.type.dtype.itemsize)
-        k = b.sext(k, I64) if k.type != I64 else k
-        raw = k
-        k = b.select(b.icmp_signed("<", k, kb.i64(0)), b.add(k, kb.i64(V)), k)
+        k, raw = table_row(kb, ind, row, idx.type.dtype, kb.i64(V))
         dst = b.mul(row, kb.i64(K))
         with b.if_else(b.icmp_unsigned("<", k, kb.i64(V)), likely=True) as (ok, bad):
             with ok:
