@@ -1,8 +1,10 @@
 """Weight-only block quantization (`glow quantize MODEL --weights int4|int8`, `glow.quantize_weights`):
 every MatMul whose B is a constant 2-D float matrix becomes onnxruntime's MatMulNBits (glow.ops.nbits),
 its weight stored as 4- or 8-bit codes in blocks of `block_size` along K with a scale per block
-(and a zero point per block unless symmetric). What onnxruntime-genai's builder writes for `-p int4`,
-so onnxruntime, onnxruntime-genai and glow all run the result; no calibration data is needed.
+(and a zero point per block unless symmetric), and every Gather of an embedding table
+GatherBlockQuantized (an embedding tied to the LM head reads the head's own codes): what
+onnxruntime-genai's builder writes for `-p int4`, so onnxruntime, onnxruntime-genai and glow all run
+the result. No calibration data is needed.
 
 Rounding is to nearest (the place where GPTQ or AWQ would choose codes later):
 * asymmetric (default): the block's range widened to hold 0, scale = (max - min) / (2^bits - 1),
@@ -29,7 +31,7 @@ import numpy as np
 from .errors import InputError
 
 MS = "com.microsoft"
-LARGE = 1 << 30  # a model this big goes to external data (protobuf's limit is 2 GiB)
+LARGE = 1 << 26  # from this size the tensors go to MODEL.onnx.data, which glow and onnxruntime map, not read
 
 
 def block_quantize(w: np.ndarray, bits: int, block_size: int, symmetric: bool):
@@ -132,15 +134,78 @@ def quantize_weights(model, *, bits: int = 4, block_size: int = 32, symmetric: b
         count += 1
     if not count:
         return model, 0
+    replaced = set(made)
+    nodes = _embeddings(nodes, inits, made, g, bits, block_size, symmetric, skip, float_types, replaced)
     del g.node[:]
     g.node.extend(nodes)
     used = {i for nd in g.node for i in nd.input} | {o.name for o in g.output}
-    keep = [t for t in g.initializer if t.name in used or t.name not in made]
+    keep = [t for t in g.initializer if t.name in used or t.name not in replaced]
     del g.initializer[:]
     g.initializer.extend(keep)
     if not any(o.domain == MS for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid(MS, 1))
     return model, count
+
+
+def _embeddings(nodes, inits, made, g, bits, block_size, symmetric, skip, float_types, replaced):
+    """Gathers of embedding tables as GatherBlockQuantized (rows quantized along the hidden dim), as
+    the builder writes them: a table that is the transpose of a weight quantized above (an embedding
+    tied to the LM head: Gather(Transpose(W))) reads W's own codes through a Reshape, so the model
+    holds them once; another constant table is quantized here. Skipped for `embeddings` in `skip`,
+    and where the hidden size is not a multiple of the block (the op's rows are whole blocks)."""
+    from onnx import helper, numpy_helper
+
+    if "embeddings" in skip:
+        return nodes
+    producer = {o: nd for nd in nodes for o in nd.output}
+    out, orphans = [], []
+    for nd in nodes:
+        src = nd.input[0] if nd.op_type == "Gather" and nd.domain in ("", "ai.onnx") and nd.input else None
+        axis = next((a.i for a in nd.attribute if a.name == "axis"), 0)
+        t = producer.get(src)
+        tied = (t is not None and t.op_type == "Transpose" and t.input[0] in made and t.input[0] in inits
+                and [list(a.ints) for a in t.attribute if a.name == "perm"] in ([[1, 0]], []))
+        table = inits.get(src)
+        if src is None or axis != 0 or _skipped(skip, nd, src):
+            out.append(nd)
+            continue
+        if tied:
+            w = inits[t.input[0]]
+            hidden, vocab = int(w.dims[0]), int(w.dims[1])
+            names = made[t.input[0]]
+        elif table is not None and len(table.dims) == 2 and table.data_type in float_types:
+            vocab, hidden = int(table.dims[0]), int(table.dims[1])
+            names = None
+        else:
+            out.append(nd)
+            continue
+        if hidden % block_size:
+            out.append(nd)
+            continue
+        base = (t.input[0] if tied else src).replace("/", "_")
+        if tied:
+            orphans.append(t)
+        else:
+            replaced.add(src)
+        if names is None:
+            codes, scales, zp = block_quantize(numpy_helper.to_array(table).T, bits, block_size, symmetric)
+            names = [f"{base}_Q{bits}", f"{base}_scales"]
+            g.initializer.extend([numpy_helper.from_array(pack_bits(codes, bits), names[0]),
+                                  numpy_helper.from_array(scales.astype(float_types[table.data_type]), names[1])])
+            if zp is not None:
+                names.append(f"{base}_zero_points")
+                g.initializer.append(numpy_helper.from_array(pack_bits(zp, bits), names[2]))
+        rows = f"{base}_Q{bits}_rows"  # [vocab, blocks, bytes] seen as [vocab, hidden * bits / 8]
+        if rows not in {i.name for i in g.initializer}:
+            g.initializer.append(numpy_helper.from_array(np.array([vocab, hidden * bits // 8], np.int64),
+                                                         rows + "_shape"))
+            out.append(helper.make_node("Reshape", [names[0], rows + "_shape"], [rows], name=rows + "/Reshape"))
+        ins = [rows, nd.input[1], names[1]] + ([names[2]] if len(names) > 2 else [])
+        out.append(helper.make_node("GatherBlockQuantized", ins, list(nd.output), name=(nd.name or rows) + "_Q",
+                                    domain=MS, bits=bits, block_size=block_size, gather_axis=0, quantize_axis=1))
+    # a tied table's Transpose read only by the Gather replaced goes too (else the float weight stays)
+    used = {i for nd in out for i in nd.input} | {o.name for o in g.output}
+    return [nd for nd in out if not (any(nd is t for t in orphans) and not any(o in used for o in nd.output))]
 
 
 def _load(path: str):
@@ -171,6 +236,15 @@ def _fits_protobuf(model) -> bool:
         return True
     except Exception:  # noqa: BLE001 - past 2 GiB protobuf cannot even size it
         return False
+
+
+def _usual_modes(folder: str):
+    """The folder and its files as a plain mkdir and open would make them (mkdtemp's are private)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(folder, 0o777 & ~mask)
+    for f in os.listdir(folder):
+        os.chmod(os.path.join(folder, f), 0o666 & ~mask)
 
 
 def _external_files(path: str) -> set[str]:
@@ -215,6 +289,7 @@ def quantize_weights_to(src: str, out: str, **kw) -> dict:
                 _save(model, os.path.join(tmp, f))
             if not any(counts.values()):
                 raise InputError(f"{src}: no MatMul with a constant 2-D float weight to quantize")
+            _usual_modes(tmp)
             if os.path.isdir(out):
                 os.rmdir(out)  # empty (checked above)
             os.replace(tmp, out)
@@ -232,6 +307,7 @@ def quantize_weights_to(src: str, out: str, **kw) -> dict:
     tmp = tempfile.mkdtemp(prefix=".glow-quantize-", dir=parent)
     try:
         _save(model, os.path.join(tmp, os.path.basename(out)))
+        _usual_modes(tmp)
         for f in os.listdir(tmp):  # the model, and its .data file when it has one
             os.replace(os.path.join(tmp, f), os.path.join(parent, f))
     finally:

@@ -71,6 +71,41 @@ def test_skip_keeps_the_lm_head_in_float():
     assert n == 0
 
 
+def _tied():
+    """ids -> embedding rows of Transpose(W) -> MatMul(W): an embedding tied to the LM head, as the
+    builder exports Qwen's; plus an untied table, gathered too."""
+    rng = np.random.default_rng(3)
+    nodes = [h.make_node("Transpose", ["W"], ["Wt"], perm=[1, 0]), h.make_node("Gather", ["Wt", "ids"], ["e"]),
+             h.make_node("Gather", ["P", "pos"], ["p"]), h.make_node("Add", ["e", "p"], ["x"]),
+             h.make_node("MatMul", ["x", "W"], ["logits"], name="lm_head")]
+    g = h.make_graph(nodes, "tied", [h.make_tensor_value_info("ids", T.INT64, [2, 3]),
+                                     h.make_tensor_value_info("pos", T.INT64, [2, 3])],
+                     [h.make_tensor_value_info("logits", T.FLOAT, None)],
+                     [nh.from_array(rng.standard_normal((64, 50)).astype(np.float32), "W"),
+                      nh.from_array(rng.standard_normal((10, 64)).astype(np.float32), "P")])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_embeddings_become_gather_block_quantized_and_a_tied_one_reads_the_heads_codes(symmetric):
+    model, n = quantize_weights(_tied(), block_size=32, symmetric=symmetric, accuracy_level=0)
+    ops = [nd.op_type for nd in model.graph.node]
+    assert n == 1 and ops.count("GatherBlockQuantized") == 2 and "Transpose" not in ops and "Gather" not in ops
+    names = {t.name for t in model.graph.initializer}
+    assert "W" not in names and "P" not in names  # no float copy of either table is left
+    feeds = {"ids": np.array([[0, 49, 7], [3, 3, 1]]), "pos": np.array([[0, 1, 2], [9, 8, 7]])}
+    ref = glow.compile(model, backend="reference").run(feeds)["logits"]
+    cpu = glow.compile(model, backend="cpu").run(feeds)["logits"]
+    np.testing.assert_allclose(cpu, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+    exact = glow.compile(_tied(), backend="reference").run(feeds)["logits"]
+    assert np.abs(ref - exact).max() < 0.25 * np.abs(exact).max()
+    kept, _ = quantize_weights(_tied(), skip=["embeddings"])
+    assert [nd.op_type for nd in kept.graph.node].count("Gather") == 2
+    ort = pytest.importorskip("onnxruntime")
+    got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
 def _cli(*args):
     return subprocess.run([sys.executable, "-m", "glow.cli", *args], capture_output=True, text=True, timeout=600)
 
@@ -97,6 +132,7 @@ def test_a_genai_folder_quantizes_whole_and_generates(tmp_path):
     m = onnx.load(os.path.join(out, "model.onnx"))
     assert sum(nd.op_type == "MatMulNBits" for nd in m.graph.node) == sum(
         nd.op_type == "MatMul" for nd in onnx.load(os.path.join(src, "model.onnx")).graph.node)
+    assert any(nd.op_type == "GatherBlockQuantized" for nd in m.graph.node)  # the embedding too
     gen = glow.Generator(out, backend="cpu", threads=2)
     assert gen.narrowed  # the int4 LM head is applied to the last position only
     tokens = gen.generate([[3, 5, 7, 11, 13]], 8)

@@ -43,6 +43,7 @@ PREFETCH = 2048  # bytes ahead of the codes being read that are asked for (scale
 V16I = ir.VectorType(I32, LANES)
 V16F = ir.VectorType(F32, LANES)
 SMALL = 1 << 16  # multiply-adds below which one thread does it all
+MAX_K = 1 << 16  # the rows of A a step takes live on the stack (ROWS x K floats and bytes): 1.3 MB at most
 
 
 def _is_f32(v) -> bool:
@@ -52,7 +53,7 @@ def _is_f32(v) -> bool:
 def _supported(node) -> bool:
     a, b, scales, zp, g_idx, bias = (list(node.inputs) + [None] * 6)[:6]
     at = node.attrs
-    if at["bits"] != 4 or g_idx is not None or at["block_size"] % GROUP:
+    if at["bits"] != 4 or g_idx is not None or at["block_size"] % GROUP or at["K"] > MAX_K:
         return False
     if not (a is not None and _is_f32(a) and _is_f32(node.outputs[0]) and _is_f32(bias) and _is_f32(scales)):
         return False
