@@ -118,16 +118,8 @@ def quantize_weights(model, *, bits: int = 4, block_size: int = 32, symmetric: b
             continue
         k, n = int(w.dims[0]), int(w.dims[1])
         if w.name not in made:
-            arr = numpy_helper.to_array(w)
-            codes, scales, zp = block_quantize(arr, bits, block_size, symmetric)
-            base = w.name.replace("/", "_")
-            names = [f"{base}_Q{bits}", f"{base}_scales"]
-            g.initializer.extend([numpy_helper.from_array(pack_bits(codes, bits), names[0]),
-                                  numpy_helper.from_array(scales.astype(float_types[w.data_type]), names[1])])
-            if zp is not None:
-                names.append(f"{base}_zero_points")
-                g.initializer.append(numpy_helper.from_array(pack_bits(zp, bits), names[2]))
-            made[w.name] = tuple(names)
+            made[w.name] = _add_blocks(g, numpy_helper.to_array(w), w.name.replace("/", "_"),
+                                       float_types[w.data_type], bits, block_size, symmetric)
         nodes.append(helper.make_node("MatMulNBits", [node.input[0], *made[w.name]], list(node.output),
                                       name=(node.name or f"matmul{count}") + f"_Q{bits}", domain=MS, K=k, N=n,
                                       bits=bits, block_size=block_size, accuracy_level=accuracy_level))
@@ -145,6 +137,21 @@ def quantize_weights(model, *, bits: int = 4, block_size: int = 32, symmetric: b
     if not any(o.domain == MS for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid(MS, 1))
     return model, count
+
+
+def _add_blocks(g, w, base: str, dtype, bits: int, block_size: int, symmetric: bool) -> tuple[str, ...]:
+    """W [K, N] block-quantized into new initializers of graph g: (codes, scales[, zero points]) names,
+    MatMulNBits' inputs B, scales and zero_points."""
+    from onnx import numpy_helper
+
+    codes, scales, zp = block_quantize(w, bits, block_size, symmetric)
+    names = [f"{base}_Q{bits}", f"{base}_scales"]
+    g.initializer.extend([numpy_helper.from_array(pack_bits(codes, bits), names[0]),
+                          numpy_helper.from_array(scales.astype(dtype), names[1])])
+    if zp is not None:
+        names.append(f"{base}_zero_points")
+        g.initializer.append(numpy_helper.from_array(pack_bits(zp, bits), names[2]))
+    return tuple(names)
 
 
 def _embeddings(nodes, inits, made, g, bits, block_size, symmetric, skip, float_types, replaced):
@@ -187,16 +194,11 @@ def _embeddings(nodes, inits, made, g, bits, block_size, symmetric, skip, float_
             orphans.append(t)
         else:
             replaced.add(src)
-        if names is None:
-            codes, scales, zp = block_quantize(numpy_helper.to_array(table).T, bits, block_size, symmetric)
-            names = [f"{base}_Q{bits}", f"{base}_scales"]
-            g.initializer.extend([numpy_helper.from_array(pack_bits(codes, bits), names[0]),
-                                  numpy_helper.from_array(scales.astype(float_types[table.data_type]), names[1])])
-            if zp is not None:
-                names.append(f"{base}_zero_points")
-                g.initializer.append(numpy_helper.from_array(pack_bits(zp, bits), names[2]))
+        if names is None:  # rows quantized along the hidden size: the transpose's columns
+            names = _add_blocks(g, numpy_helper.to_array(table).T, base, float_types[table.data_type], bits,
+                                block_size, symmetric)
         rows = f"{base}_Q{bits}_rows"  # [vocab, blocks, bytes] seen as [vocab, hidden * bits / 8]
-        if rows not in {i.name for i in g.initializer}:
+        if rows + "_shape" not in {i.name for i in g.initializer}:  # one Reshape however many Gathers
             g.initializer.append(numpy_helper.from_array(np.array([vocab, hidden * bits // 8], np.int64),
                                                          rows + "_shape"))
             out.append(helper.make_node("Reshape", [names[0], rows + "_shape"], [rows], name=rows + "/Reshape"))
@@ -250,7 +252,10 @@ def _usual_modes(folder: str):
 def _external_files(path: str) -> set[str]:
     import onnx
 
-    m = onnx.load(path, load_external_data=False)
+    try:
+        m = onnx.load(path, load_external_data=False)
+    except Exception as e:  # noqa: BLE001 - onnx raises several kinds for a bad file
+        raise InputError(f"{path}: not a readable ONNX model: {str(e).splitlines()[0][:200]}") from None
     out = set()
     for t in m.graph.initializer:
         for e in t.external_data:

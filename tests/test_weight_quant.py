@@ -172,4 +172,25 @@ def test_bad_input_is_one_line_and_leaves_nothing(tmp_path):
     assert r.returncode == 2 and "exists and is not empty" in r.stderr
     r = _cli("quantize", str(tmp_path / "missing.onnx"), "--weights", "int4", "-o", str(tmp_path / "o.onnx"))
     assert r.returncode == 2 and "no such model file" in r.stderr
+    (tmp_path / "g" / "junk.onnx").write_bytes(b"not a model")  # a folder with a damaged .onnx
+    r = _cli("quantize", folder, "--weights", "int4", "-o", str(tmp_path / "gq"))
+    assert r.returncode == 2 and "junk.onnx: not a readable ONNX model" in r.stderr and r.stderr.count("\n") == 1
+    (tmp_path / "g" / "junk.onnx").unlink()
     assert sorted(os.listdir(tmp_path)) == ["full", "g", "m.onnx"]  # no temporary left behind
+
+
+def test_two_gathers_of_one_tied_table_share_one_reshape():
+    """A second Gather of the same tied table added a second Reshape with the same output name and
+    a second shape initializer of the same name: an invalid model."""
+    model = _tied()
+    model.graph.node.insert(2, h.make_node("Gather", ["Wt", "pos"], ["e2"]))
+    model.graph.node[4].input[1] = "e2"  # logits from e + e2
+    q, _ = quantize_weights(model, accuracy_level=0)
+    outs = [o for nd in q.graph.node for o in nd.output]
+    inits = [t.name for t in q.graph.initializer]
+    assert len(outs) == len(set(outs)) and len(inits) == len(set(inits))
+    assert [nd.op_type for nd in q.graph.node].count("Reshape") == 2  # one per table, not per Gather
+    feeds = {"ids": np.array([[0, 49, 7], [3, 3, 1]]), "pos": np.array([[0, 1, 2], [9, 8, 7]])}
+    ref = glow.compile(q, backend="reference").run(feeds)["logits"]
+    np.testing.assert_allclose(glow.compile(q, backend="cpu").run(feeds)["logits"], ref, rtol=1e-5,
+                               atol=1e-5 * np.abs(ref).max())
