@@ -192,8 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "histograms, on the reference interpreter) and write a standard QDQ ONNX model: "
                         "uint8/int8 activations, int8 weights (per channel), int32 biases. With --weights "
                         "int4|int8: no calibration; every MatMul with a constant weight becomes onnxruntime's "
-                        "MatMulNBits (the weight in blocks along K, a scale and zero point per block), as "
-                        "onnxruntime-genai's builder writes for -p int4. MODEL may be a folder "
+                        "MatMulNBits (the weight in blocks along K, a scale and zero point per block) and "
+                        "every embedding Gather GatherBlockQuantized, as onnxruntime-genai's builder writes "
+                        "for -p int4. MODEL may be a folder "
                         "(onnxruntime-genai's or an optimum export): OUT is then a new folder with every "
                         ".onnx quantized and the other files copied.")
     qz.add_argument("model")

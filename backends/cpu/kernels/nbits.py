@@ -32,14 +32,13 @@ from glow.ops.nbits import unpack_codes
 from ..codegen import cpu_kernel, weight_data
 from ..irutil import F32, I8, I32, I64, PTR
 from .attention import _hreduce
-from .gemm_emit import split_range
+from .gemm_emit import PREFETCH, prefetch, split_range
 
 MS = "com.microsoft"
 LANES = 16  # columns per panel: one vector of 16 int32 / float32 lanes
 GROUP = 8  # k per 64-byte group of a panel
 ROWS = 4  # rows of A per step
 NACC = 4  # partial sums per row when one row is taken at a time
-PREFETCH = 2048  # bytes ahead of the codes being read that are asked for (scales: a quarter of it)
 V16I = ir.VectorType(I32, LANES)
 V16F = ir.VectorType(F32, LANES)
 SMALL = 1 << 16  # multiply-adds below which one thread does it all
@@ -226,7 +225,7 @@ class _Emitter:
                     for d in self.dot[r][:nacc]:
                         b.store(zero_d, d)
                 at = b.mul(b.add(b.mul(p, kb.i64(self.nb)), blk), kb.i64(LANES))
-                self._prefetch(kb.ptr(self.sc, b.add(at, kb.i64(PREFETCH // 16))))
+                prefetch(kb, kb.ptr(self.sc, b.add(at, kb.i64(PREFETCH // 16))))
                 scale = b.load(kb.ptr(self.sc, at), typ=V16F, align=64)
                 zp = self._zero_point(at)
                 g0 = b.add(b.mul(p, kb.i64(self.kp // GROUP)), b.mul(blk, kb.i64(groups)))
@@ -235,7 +234,7 @@ class _Emitter:
                     for half in range(2):  # two groups a step: the first on sums 0, 1, the second 2, 3
                         g = b.add(b.mul(gp, kb.i64(2)), kb.i64(half))
                         at_g = b.mul(b.add(g0, g), kb.i64(LANES))
-                        self._prefetch(kb.ptr(self.codes, b.add(at_g, kb.i64(PREFETCH // 4)), I32))
+                        prefetch(kb, kb.ptr(self.codes, b.add(at_g, kb.i64(PREFETCH // 4)), I32))
                         v = b.load(kb.ptr(self.codes, at_g, I32), typ=V16I, align=64)
                         k = b.add(k0, b.mul(g, kb.i64(GROUP)))
                         sums = [[d[(2 * half + j) % nacc] for j in range(2)] for d in self.dot[:rows]]
@@ -258,13 +257,6 @@ class _Emitter:
                         b.store(kb.fma(scale, d, b.load(self.acc[r])), self.acc[r])
             for r in range(rows):
                 self._store(b.load(self.acc[r]), b.add(r0, kb.i64(r)), p)
-
-    def _prefetch(self, ptr):
-        """Ask for the line at `ptr` ahead of its use: one core streaming the weights alone reached
-        9.4 GB/s of 13.9 (a 151,936-column LM head), its misses served one after another."""
-        kb = self.kb
-        f = kb.intrinsic("llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
-        kb.b.call(f, [ptr, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
 
     def _zero_point(self, at):
         """The 16 columns' zero points of a (panel, block) at element `at`: int32 lanes for the int8
