@@ -142,3 +142,55 @@ def test_an_empty_slice_after_conv_keeps_its_empty_dim():
     onnx.checker.check_model(m)
     x = rng.standard_normal((1, 3, 3, 1)).astype(np.float32)
     assert glow.compile(m, "cpu").run({"x": x})["y"].shape == (1, 0, 1, 1)
+
+
+# -- 1-D windows (Whisper's and wav2vec's stems, temporal CNNs) run as 2-D ones over [1, L] ----------
+
+def _stem_1d(conv_attrs, pool=None, cin=6, cout=8, length=23):
+    """Conv1d -> Relu -> (pool) -> Conv1d(k=1) -> Transpose to [N, L, C] (Whisper's order)."""
+    b = GraphBuilder("stem1d")
+    x = b.input("x", dt.tensor((2, cin, length), "float32"))
+    g = conv_attrs.get("group", 1)
+    k = conv_attrs.get("kernel_shape", (3,))[0]
+    y = b.add1("Conv", [x, b.constant(w(cout, cin // g, k)), b.constant(w(cout))], conv_attrs)
+    y = b.add1("Relu", [y])
+    if pool is not None:
+        y = b.add1(pool[0], [y], pool[1])
+    y = b.add1("Conv", [y, b.constant(w(cout, cout, 1))], {"kernel_shape": (1,)})
+    return b.build([b.add1("Transpose", [y], {"perm": (0, 2, 1)})])
+
+
+CASES_1D = [
+    ({"kernel_shape": (3,), "pads": (1, 1)}, None),
+    ({"kernel_shape": (3,), "pads": (1, 1), "strides": (2,)}, None),  # Whisper's second conv
+    ({"kernel_shape": (5,), "pads": (2, 1), "dilations": (2,), "group": 2}, None),
+    ({"kernel_shape": (3,), "group": 6}, None),  # depthwise (cout 6 below)
+    ({"kernel_shape": (4,), "auto_pad": "SAME_UPPER", "strides": (2,)}, None),
+    ({"kernel_shape": (3,)}, ("MaxPool", {"kernel_shape": (3,), "strides": (2,), "pads": (1, 1), "ceil_mode": 1})),
+    ({"kernel_shape": (3,)}, ("AveragePool", {"kernel_shape": (2,), "pads": (0, 1), "count_include_pad": 1})),
+]
+
+
+@pytest.mark.parametrize("conv_attrs,pool", CASES_1D)
+def test_1d_windows_run_nhwc_as_2d_ones(conv_attrs, pool):
+    """transform_graph makes every 1-D Conv and pool the 2-D window over [1, L], which runs NHWC
+    (no im2col: no Concat of taps), the activation fused next to it; the results are the graph's,
+    compiled (with and without the optimiser: unoptimised, the NCHW kernels take rank 3) and not."""
+    import glow
+
+    cout = 6 if conv_attrs.get("group") == 6 else 8
+    g = _stem_1d(conv_attrs, pool, cout=cout)
+    new = cleanup_graph(layout.transform_graph(g))
+    verify_graph(new)
+    counts = new.op_counts()
+    assert counts.get("ConvNHWC") == 2 and "Conv" not in counts, counts
+    assert counts.get(f"{pool[0]}NHWC" if pool else "MaxPoolNHWC", 0) == (1 if pool else 0), counts
+    assert counts.get("Transpose", 0) <= 1, counts  # the input's; the output's Transpose is free
+    feeds = {"x": RNG.standard_normal((2, 6, 23)).astype(np.float32)}
+    want = run_graph(g, feeds)
+    name = g.outputs[0].name
+    np.testing.assert_allclose(run_graph(new, feeds)[name], want[name], rtol=1e-5, atol=1e-6)
+    for optimize in (True, False):
+        got = glow.compile(g, "cpu", optimize=optimize).run(feeds)[name]
+        np.testing.assert_allclose(got, want[name], rtol=1e-4, atol=1e-5)
+

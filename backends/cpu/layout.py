@@ -15,6 +15,10 @@ Reshape runs on the physical data when its axis groups are contiguous there (Shu
 shuffle costs one transpose, as in NCHW). Every other op, and every graph output, gets its data
 back in the logical layout through one Transpose (a Reshape when only size-1 axes move). So
 transposes appear only where the layout really changes, never in pairs.
+
+1-D convolutions and pools (Whisper's stem, wav2vec's feature extractor, temporal CNNs) become
+the 2-D window over [N, C, 1, L] first (`windows_1d_as_2d`), so they run on the same kernels; where
+the optimiser did not run, the NCHW kernels read a rank-3 window as that 2-D one.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from glow.lowering.registry import lowering
 from glow.ops import get_op
 from glow.ops.conv import out_extents, window_attrs
 from glow.ops.registry import ELEMENTWISE, EPILOGUE_PRODUCER, NN, POOL, Attr, Tier, op
+from glow.passes.base import run_passes
+from glow.passes.sinking import SINK
 from glow.rewrite import rebuild
 
 DOMAIN = "glow.cpu"
@@ -43,21 +49,35 @@ def static_f32(v, rank=None) -> bool:
             and (rank is None or len(t.shape) == rank))
 
 
+def as_2d(shape):
+    """A 1-D window's [N, C, L] as the [N, C, 1, L] of the same bytes; other shapes unchanged."""
+    return (shape[0], shape[1], 1, shape[2]) if len(shape) == 3 else tuple(shape)
+
+
 def conv_geometry(node):
-    """(kernel, strides, dilations, pads_begin, pads_end) of a 2-D Conv or pool node."""
+    """(kernel, strides, dilations, pads_begin, pads_end) of a 2-D Conv or pool node (of a 1-D
+    one: those of the 2-D window over [1, L] it is run as)."""
     x = node.inputs[0].type.shape
     a = node.attrs
     kernel = a.get("kernel_shape") or node.inputs[1].type.shape[2:]
+    if len(x) == 3:
+        a = attrs_2d({**a, "kernel_shape": tuple(kernel)})
+        x, kernel = as_2d(x), a["kernel_shape"]
     k, s, d, p = window_attrs(ValueError, 2, kernel, a.get("strides"), a.get("dilations"), a.get("pads"))
     _, pb, pe = out_extents(ValueError, x[2:], k, s, d, p, a.get("auto_pad", "NOTSET"),
                             a.get("ceil_mode", 0))
     return k, s, d, pb, pe
 
 
+def _ranks_ok(x, w=None) -> bool:
+    """A 2-D window (rank 4), or a 1-D one (rank 3: run as the 2-D one over [1, L])."""
+    return any(static_f32(x, r) and (w is None or static_f32(w, r)) for r in (3, 4))
+
+
 def conv_ok(node) -> bool:
-    """A float32 2-D Conv with constant weights: runs NHWC on the implicit-GEMM kernels."""
+    """A float32 1-D or 2-D Conv with constant weights: runs NHWC on the implicit-GEMM kernels."""
     ins = node.inputs
-    if node.op.name != "Conv" or not static_f32(ins[0], 4) or not static_f32(ins[1], 4):
+    if node.op.name != "Conv" or not _ranks_ok(ins[0], ins[1]):
         return False
     if not ins[1].is_constant or (len(ins) > 2 and ins[2] is not None and not static_f32(ins[2])):
         return False
@@ -95,11 +115,13 @@ def integer_operands_ok(node) -> bool:
 
 
 def pool_ok(node) -> bool:
-    """A float32 2-D MaxPool (without Indices) or AveragePool, dilation 1; GlobalAveragePool."""
-    if not static_f32(node.inputs[0], 4) or not static_f32(node.outputs[0], 4):
+    """A float32 1-D or 2-D MaxPool (without Indices) or AveragePool, dilation 1; a 2-D
+    GlobalAveragePool."""
+    x = node.inputs[0]
+    if not _ranks_ok(x) or not static_f32(node.outputs[0], len(x.type.shape)):
         return False
     if node.op.name == "GlobalAveragePool":
-        return True
+        return static_f32(node.inputs[0], 4)
     if node.op.name == "MaxPool" and len(node.outputs) > 1 and node.outputs[1] is not None:
         return False
     if any(d != 1 for d in node.attrs.get("dilations") or ()):
@@ -310,6 +332,8 @@ def to_nhwc(graph: Graph, supports=None) -> Graph:
 def _rewrite(lay, node, ins, pairs):
     """[(value, perm)] per output of `node` in some layout, or None for "run it logically"."""
     name = node.op.name if node.op.domain == "" else None
+    if name in ("Conv", *NHWC_OF) and len(node.inputs[0].type.shape or ()) != 4:
+        name = None  # a 1-D window (windows_1d_as_2d made the ones to run NHWC 2-D) runs as it is
     if name == "Conv" and conv_ok(node):
         return [_conv(lay, node, ins, pairs)]
     if name == "ConvInteger" and conv_integer_ok(node):
@@ -464,11 +488,59 @@ def _groups(S, T):
     return groups if i == len(sa) and j == len(ta) else None
 
 
+# -- 1-D windows as 2-D ones ------------------------------------------------------------------------
+
+def _window_1d(node) -> bool:
+    """A 1-D Conv or pool the NHWC kernels run (as the 2-D window over [1, L])."""
+    if node.op.domain != "" or not static_f32(node.inputs[0], 3):
+        return False
+    return conv_ok(node) if node.op.name == "Conv" else (node.op.name in NHWC_OF and pool_ok(node))
+
+
+def attrs_2d(attrs: dict) -> dict:
+    """A 1-D window's attributes for the same window over [1, L]: height 1, no padding there."""
+    a = dict(attrs)
+    for key, fill in (("kernel_shape", 1), ("strides", 1), ("dilations", 1)):
+        if a.get(key):
+            a[key] = (fill, *a[key])
+    if a.get("pads"):
+        a["pads"] = (0, a["pads"][0], 0, a["pads"][1])
+    return a
+
+
+def windows_1d_as_2d(graph: Graph) -> Graph:
+    """Every 1-D Conv and pool (Whisper's and wav2vec's stems, temporal CNNs) as the 2-D one over
+    [N, C, 1, L]: the NHWC kernels then run it (im2col + MatMul otherwise, with a Pad, a Slice per
+    tap and a Concat around it). The Reshapes cost nothing: with height 1, NCHW and NHWC [N, 1, L,
+    C] are the layouts of [N, C, L] and of its transpose, which to_nhwc tracks like any other."""
+    if not any(_window_1d(n) for n in graph.nodes) or any(n.captures or n.op.has_subgraphs for n in graph.nodes):
+        return graph
+
+    def visit(rb, node, ins):
+        if not _window_1d(node):
+            return None
+        n, c, length = ins[0].type.shape
+        x = _reshape_to(rb, ins[0], [n, c, 1, length])
+        rest = list(ins[1:])
+        if node.op.name == "Conv":
+            m, cg, k = rest[0].type.shape
+            rest[0] = rb.constant(np.asarray(rest[0].data).reshape(m, cg, 1, k), rest[0].name)
+        y = rb.emit(node.op.name, [x, *rest], attrs_2d(node.attrs))[0]
+        return [_reshape_to(rb, y, list(node.outputs[0].type.shape))] + [None] * (len(node.outputs) - 1)
+
+    return rebuild(graph, visit)[0]
+
+
 def transform_graph(graph: Graph) -> Graph:
     """The CPU backend's graph transform (Backend.transform_graph)."""
-    return to_nhwc(graph)
+    two_d = windows_1d_as_2d(graph)
+    if two_d is graph:
+        return to_nhwc(graph)
+    # Relu(Reshape(conv)) -> Reshape(Relu(conv)): the activation then fuses into the convolution's
+    # epilogue, and the Reshape meets the next window's one (clean-up merges the two)
+    return run_passes(to_nhwc(two_d), [SINK])
 
 
-__all__ = ["transform_graph", "to_nhwc", "conv_ok", "conv_integer_ok", "pool_ok", "conv_geometry", "CONV_NHWC",
-           "CONV_INTEGER_NHWC", "MAXPOOL_NHWC",
-           "AVGPOOL_NHWC", "GAP_NHWC", "DOMAIN", "NHWC"]
+__all__ = ["transform_graph", "to_nhwc", "windows_1d_as_2d", "as_2d", "attrs_2d", "conv_ok", "conv_integer_ok",
+           "pool_ok", "conv_geometry", "CONV_NHWC", "CONV_INTEGER_NHWC", "MAXPOOL_NHWC", "AVGPOOL_NHWC", "GAP_NHWC",
+           "DOMAIN", "NHWC"]

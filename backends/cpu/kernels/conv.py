@@ -51,11 +51,12 @@ def geometry(x_nhwc_shape, w_shape, out_nhwc_shape, attrs) -> ConvGeometry:
 def run_conv(cg, instr, g: ConvGeometry, x_ptr, out_ptr, plan):
     """Call the conv kernel for geometry g (weights from instr's W, bias from its B)."""
     _, w, bias = _args(instr)
+    wd = weight_data(w)
+    wd = wd.reshape(*wd.shape[:2], g.kh, g.kw)  # a 1-D conv's [M, C/group, k] is [M, C/group, 1, k]
     if g.depthwise:
-        wp = cg.weight(pack_conv_weights(weight_data(w), g))
+        wp = cg.weight(pack_conv_weights(wd, g))
     else:  # packed straight into the weights blob
-        wp = cg.weight_out((packed_conv_size(g),), np.float32,
-                           lambda window: pack_conv_weights(weight_data(w), g, out=window))
+        wp = cg.weight_out((packed_conv_size(g),), np.float32, lambda window: pack_conv_weights(wd, g, out=window))
     kplan = plan if plan is not None else ep.NONE
     # Kernels take every tensor as an argument and read their geometry from the packed weights:
     # convolutions of one code class (conv_emit.code_key) share a function.
@@ -133,7 +134,8 @@ def relayout(cg, src, dst, nchw_shape, to_nhwc: bool, pads=(0, 0, 0, 0), etype=F
 
 
 def _nchw_ok(node) -> bool:
-    return layout.conv_ok(node) and len(node.outputs) == 1 and layout.static_f32(node.outputs[0], 4)
+    return (layout.conv_ok(node) and len(node.outputs) == 1
+            and layout.static_f32(node.outputs[0], len(node.inputs[0].type.shape)))
 
 
 @cpu_kernel("Conv", supports=_nchw_ok)
@@ -141,8 +143,8 @@ def emit_conv_nchw(cg, instr):
     x, w, _ = _args(instr)
     out = instr.outputs[0]
     k, s, d, pb, pe = layout.conv_geometry(InstrShapes(instr))
-    n, c, h, wd = x.type.shape
-    _, m, ho, wo = out.type.shape
+    n, c, h, wd = layout.as_2d(x.type.shape)  # a 1-D conv: [N, C, L] is [N, C, 1, L]
+    _, m, ho, wo = layout.as_2d(out.type.shape)
     pads = (pb[0], pb[1], pe[0], pe[1])
     groups = instr.attrs.get("group", 1) or 1
     g = ConvGeometry(n, h + pb[0] + pe[0], wd + pb[1] + pe[1], c, ho, wo, m, k[0], k[1], s[0], s[1], d[0], d[1],

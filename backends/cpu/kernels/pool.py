@@ -213,11 +213,12 @@ def emit_gap_nhwc_op(cg, instr):
 def _nchw_pool(kind):
     def emit(cg, instr):
         x, y = instr.inputs[0], instr.outputs[0]
-        n, c, h, w = x.type.shape
-        _, _, ho, wo = y.type.shape
+        n, c, h, w = layout.as_2d(x.type.shape)  # a 1-D pool: [N, C, L] is [N, C, 1, L]
+        _, _, ho, wo = layout.as_2d(y.type.shape)
         a, o = scratch(cg, n * h * w * c * 4), scratch(cg, n * ho * wo * c * 4)
         relayout(cg, cg.ptr(x), a, (n, c, h, w), True)
-        emit_pool_nhwc(cg, kind, (n, h, w, c), (n, ho, wo, c), instr.attrs, a, o)
+        attrs = layout.attrs_2d(instr.attrs) if len(x.type.shape) == 3 else instr.attrs
+        emit_pool_nhwc(cg, kind, (n, h, w, c), (n, ho, wo, c), attrs, a, o)
         relayout(cg, o, cg.ptr(y), (n, c, ho, wo), False)
     return emit
 
