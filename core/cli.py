@@ -216,6 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     qz.add_argument("--percentile", type=float, default=99.999, help="with --calibrate percentile: the share "
                     "of values the range holds (default 99.999)")
     qz.add_argument("--per-tensor", action="store_true", help="one scale per weight, not per output channel")
+    qz.add_argument("--reduce-range", action="store_true", help="7-bit weight codes (-64..64): onnxruntime's "
+                    "uint8 x int8 kernels saturate on full-range weights on AVX2 hosts without VNNI")
     qz.add_argument("--keep", action="append", default=[], metavar="NAME_OR_OP",
                     help="keep this node (by name) or op type in float (repeatable)")
     qz.set_defaults(func=cmd_quantize)
@@ -710,7 +712,8 @@ def cmd_quantize(args) -> int:
     t = time.perf_counter()
     qmodel = quantize(args.model, calibration, profile=reuse, schema=args.schema, calibrate=args.calibrate,
                       percentile=args.percentile, per_channel=not args.per_tensor, keep=args.keep,
-                      save_profile=None if reuse or not args.profile else args.profile)
+                      save_profile=None if reuse or not args.profile else args.profile,
+                      reduce_range=args.reduce_range)
     write_atomic(args.output, lambda f: f.write(qmodel.SerializeToString()), what="quantized model")
     qdq = sum(n.op_type == "QuantizeLinear" for n in qmodel.graph.node)
     print(f"wrote {args.output}: {qdq} quantized tensors, {args.schema} {args.calibrate}"
@@ -721,8 +724,8 @@ def cmd_quantize(args) -> int:
 def _quantize_weights(args) -> int:
     from .weight_quant import quantize_weights_to
 
-    if args.calibration or args.profile:
-        raise InputError("--weights quantizes weights only: --calibration and --profile do not apply")
+    if args.calibration or args.profile or args.reduce_range:
+        raise InputError("--weights quantizes weights only: --calibration, --profile and --reduce-range do not apply")
     t = time.perf_counter()
     counts = quantize_weights_to(args.model, args.output, bits=int(args.weights[3:]), block_size=args.block,
                                  symmetric=args.sym, skip=[p.strip() for p in args.skip.split(",") if p.strip()],

@@ -18,6 +18,11 @@ What is written is what `onnxruntime.quantization.quantize_static(quant_format=Q
   input scale x weight scale, zero point 0;
 * ops named in `keep` (node names or op types) stay float, and read the float tensors.
 
+`reduce_range` keeps weight codes in [-64, 64] (7 bits), as onnxruntime's option of that name:
+onnxruntime's uint8 x int8 kernels on an AVX2 host without VNNI sum products in pairs in int16
+(vpmaddubsw), which saturates on full-range weights, so such a model computes other values
+there; with 7 bits it computes the exact products everywhere (a little less weight resolution).
+
 Schemas (activations; weights are always symmetric int8): `asymmetric` uint8 with a zero point,
 the range widened to hold 0 (exact zero); `symmetric` int8, zero point 0; `symmetric-unsigned`
 uint8 with zero point 0 for a tensor that is never negative (after a Relu, a Sigmoid), else int8
@@ -173,15 +178,24 @@ def activation_params(lo: float, hi: float, schema: str) -> tuple[np.ndarray, np
     return np.float32(amax / 127.0 if amax > 0 else 1.0), np.int8(0)
 
 
-def weight_params(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """Symmetric int8 of a float weight: (quantized, scale), per `axis` (None: per tensor)."""
+#: The largest weight code: 127, or 64 with reduce_range (7 bits, as onnxruntime's reduce_range):
+#: a uint8 activation times such a weight, summed in pairs, fits the int16 of AVX2's vpmaddubsw,
+#: which onnxruntime's u8s8 kernels use on hosts without VNNI and which saturates on full-range
+#: weights (so onnxruntime computes other values there); glow's AVX2 int8 kernels take it too.
+WEIGHT_QMAX = {False: 127, True: 64}
+
+
+def weight_params(w: np.ndarray, axis: int | None, reduce_range: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 of a float weight: (quantized, scale), per `axis` (None: per tensor); codes in
+    [-64, 64] with `reduce_range`."""
+    qmax = WEIGHT_QMAX[bool(reduce_range)]
     if axis is None:
         amax = np.float32(np.abs(w).max()) if w.size else np.float32(0)
     else:
         amax = np.abs(np.moveaxis(w, axis, 0)).reshape(w.shape[axis], -1).max(1).astype(np.float32)
-    scale = (np.where(amax > 0, amax, 1) / np.float32(127.0)).astype(np.float32)
+    scale = (np.where(amax > 0, amax, 1) / np.float32(qmax)).astype(np.float32)
     col = scale if axis is None else scale.reshape([-1 if i == axis else 1 for i in range(w.ndim)])
-    return np.clip(np.rint(w / col), -127, 127).astype(np.int8), scale
+    return np.clip(np.rint(w / col), -qmax, qmax).astype(np.int8), scale
 
 
 def _weight_axis(node, attrs, rank: int) -> int | None:
@@ -196,7 +210,8 @@ def _weight_axis(node, attrs, rank: int) -> int | None:
 # -- writing the QDQ model ---------------------------------------------------------------------------
 
 def quantize_model(model, profile: QuantizationProfile, *, schema: str = "asymmetric",
-                   calibrate: str = "minmax", percentile: float = 99.999, per_channel: bool = True, keep=()):
+                   calibrate: str = "minmax", percentile: float = 99.999, per_channel: bool = True, keep=(),
+                   reduce_range: bool = False):
     """The QDQ ModelProto of float `model` under `profile` (see the module's docstring)."""
     import onnx
     from onnx import helper as h
@@ -255,7 +270,7 @@ def quantize_model(model, profile: QuantizationProfile, *, schema: str = "asymme
         w = nh.to_array(inits[name]).astype(np.float32)
         if axis is not None and (w.ndim <= axis or not per_channel):
             axis = None
-        q, s = weight_params(w, axis)
+        q, s = weight_params(w, axis, reduce_range)
         tag = f"{name}_axis{axis}" if any(k[0] == name for k in weights) else name  # another axis before
         out = f"{tag}_dequantized"
         nodes.append(h.make_node("DequantizeLinear", [init(q, f"{tag}_quantized"), init(s, f"{tag}_scale"),
@@ -318,7 +333,7 @@ def quantize_model(model, profile: QuantizationProfile, *, schema: str = "asymme
 
 def quantize(model, calibration=None, *, profile: QuantizationProfile | str | None = None,
              schema: str = "asymmetric", calibrate: str = "minmax", percentile: float = 99.999,
-             per_channel: bool = True, keep=(), save_profile: str | None = None):
+             per_channel: bool = True, keep=(), save_profile: str | None = None, reduce_range: bool = False):
     """Quantize float `model` (a path or ModelProto) to a QDQ ModelProto. `calibration`: a list of
     feed dicts, or input name -> array with the runs on the first axis (an .npz's contents).
     `profile`: a QuantizationProfile or a saved profile's path to reuse instead of profiling (its
@@ -335,4 +350,4 @@ def quantize(model, calibration=None, *, profile: QuantizationProfile | str | No
     if save_profile:
         profile.save(save_profile)
     return quantize_model(proto, profile, schema=schema, calibrate=calibrate, percentile=percentile,
-                          per_channel=per_channel, keep=keep)
+                          per_channel=per_channel, keep=keep, reduce_range=reduce_range)

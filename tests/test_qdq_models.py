@@ -199,9 +199,9 @@ def test_qdq_symbolic_batch_gives_the_reference_results():
 
 # -- models quantized by onnxruntime's own tool ----------------------------------------------------
 
-def ort_quantize(fp32, tmp_path, per_channel=True, qdq=True):
+def ort_quantize(fp32, tmp_path, per_channel=True, qdq=True, reduce_range=False):
     pytest.importorskip("onnxruntime")
-    return quant_models.ort_quantize(fp32, tmp_path, per_channel, qdq)
+    return quant_models.ort_quantize(fp32, tmp_path, per_channel, qdq, reduce_range)
 
 
 ORT_CASES = [pytest.param("resnet", True, True, id="resnet-qdq-per-channel"),

@@ -40,9 +40,9 @@ def _profile(name):
 
 
 @functools.cache
-def _quantized(name, schema):
+def _quantized(name, schema, reduce_range=False):
     """The model quantized under `schema` (one profile per model: the same ranges as quantize())."""
-    return quantize_model(MODELS[name](), _profile(name), schema=schema)
+    return quantize_model(MODELS[name](), _profile(name), schema=schema, reduce_range=reduce_range)
 
 
 def _output_step(q) -> float:
@@ -67,7 +67,10 @@ def test_quantized_model_stays_close_to_fp32(name, schema, backend_native):
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_onnxruntime_computes_what_glow_computes(name, schema):
     ort = pytest.importorskip("onnxruntime")
-    q = _quantized(name, schema)
+    from glow.testing.quant_models import onnxruntime_saturates_u8s8
+
+    # 7-bit weights where onnxruntime's uint8 x int8 products saturate (AVX2 without VNNI)
+    q = _quantized(name, schema, reduce_range=onnxruntime_saturates_u8s8())
     want = ort.InferenceSession(q.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": X})[0]
     got = _run(q, "cpu")
     steps = np.abs(got.astype(np.float64) - want) / _output_step(q)
@@ -180,3 +183,17 @@ def test_shared_weights_and_odd_biases():
     (want,) = glow.compile(fp32, "reference").run({"x": x}).values()
     (got,) = glow.compile(q, "cpu").run({"x": x}).values()
     assert cosine(got, want) >= 0.99
+
+
+def test_reduce_range_keeps_weight_codes_in_seven_bits(tmp_path):
+    """--reduce-range: every weight code in [-64, 64] (the largest |code| of each channel is 64),
+    so 255 x code x 2 fits int16; the model stays as close to fp32 as the full-range one."""
+    q = _quantized("resnet", "asymmetric", reduce_range=True)
+    codes = [nh.to_array(i) for i in q.graph.initializer if i.data_type == onnx.TensorProto.INT8 and len(i.dims) >= 2]
+    assert codes and all(np.abs(c.astype(np.int32)).max() == 64 for c in codes)
+    assert cosine(_run(q, "cpu"), _run(MODELS["resnet"](), "reference")) >= 0.99
+    src, out = tmp_path / "m.onnx", tmp_path / "q.onnx"
+    onnx.save(MODELS["resnet"](), src)
+    np.savez(tmp_path / "cal.npz", x=np.stack([c["x"] for c in CAL]))
+    assert cli(["quantize", str(src), "--calibration", str(tmp_path / "cal.npz"), "--reduce-range", "-o", str(out)]) == 0
+    assert onnx.load(out).SerializeToString() == _quantized("resnet", "asymmetric", True).SerializeToString()

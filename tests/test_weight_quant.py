@@ -157,7 +157,8 @@ def test_bad_input_is_one_line_and_leaves_nothing(tmp_path):
     src = str(tmp_path / "m.onnx")
     onnx.save(_mlp(), src)
     cases = [(["--weights", "int4", "--block", "24"], "block size 24 must be a power of 2"),
-             (["--weights", "int4", "--calibration", "x.npz"], "--calibration and --profile do not apply"),
+             (["--weights", "int4", "--calibration", "x.npz"], "--calibration, --profile and --reduce-range do not apply"),
+             (["--weights", "int4", "--reduce-range"], "--reduce-range do not apply"),
              (["--weights", "int4", "--skip", "fc1,lm_head"], "no MatMul with a constant 2-D float weight")]
     for args, why in cases:
         out = str(tmp_path / "out.onnx")

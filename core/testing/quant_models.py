@@ -4,12 +4,16 @@ quantization by onnxruntime's own tool: the models of the quantization tests
 
     MODELS[name](batch) -> onnx.ModelProto   resnet, squeezenet, efficientnet, vit: [N, 3, 32, 32] -> [N, 10]
     inputs(n, seed, batch)                   n random inputs
-    ort_quantize(fp32, folder, per_channel, qdq)
+    ort_quantize(fp32, folder, per_channel, qdq, reduce_range)
                                              quantize_static's model (QDQ or QOperator), and its output step
+    onnxruntime_saturates_u8s8()             whether this host's onnxruntime sums uint8 x int8 products in
+                                             int16 pairs (AVX2 without VNNI): then a model that it must
+                                             compute exactly needs 7-bit weights (reduce_range)
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
@@ -143,10 +147,29 @@ def inputs(n, seed, batch=1):
     return [rng.standard_normal((batch, *SHAPE[1:])).astype(np.float32) for _ in range(n)]
 
 
-def ort_quantize(fp32, folder, per_channel=True, qdq=True):
+@functools.cache
+def onnxruntime_saturates_u8s8() -> bool:
+    """Whether onnxruntime's uint8 x int8 products saturate here: its MLAS kernels on x86 hosts
+    without VNNI add the two products of a pair in int16 (vpmaddubsw), so 255 * 127 * 2 clips to
+    32767 (onnxruntime documents it and offers reduce_range). Asked of onnxruntime itself, with a
+    MatMulInteger whose pairs are all 255 * 127 * 2; it needs onnxruntime."""
+    import onnxruntime as ort
+
+    k = 64
+    g = h.make_graph([h.make_node("MatMulInteger", ["a", "b"], ["y"])], "probe",
+                     [h.make_tensor_value_info("a", T.UINT8, [1, k])], [h.make_tensor_value_info("y", T.INT32, None)],
+                     [nh.from_array(np.full((k, 16), 127, np.int8), "b")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    y = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"a": np.full((1, k), 255, np.uint8)})[0]
+    return bool(np.any(y != 255 * 127 * k))
+
+
+def ort_quantize(fp32, folder, per_channel=True, qdq=True, reduce_range=False):
     """fp32 quantized by onnxruntime.quantization.quantize_static (uint8 activations, int8
-    weights, min-max calibration on 4 inputs), written in `folder`; also the step of its output
-    when a DequantizeLinear makes it, else None. Needs onnxruntime."""
+    weights, 7-bit ones with `reduce_range`, min-max calibration on 4 inputs), written in
+    `folder`; also the step of its output when a DequantizeLinear makes it, else None. Needs
+    onnxruntime."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     class Reader(CalibrationDataReader):
@@ -160,7 +183,8 @@ def ort_quantize(fp32, folder, per_channel=True, qdq=True):
     onnx.save(fp32, src)
     logging.getLogger().setLevel(logging.ERROR)  # its "consider pre-processing" advice
     quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ if qdq else QuantFormat.QOperator,
-                    per_channel=per_channel, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+                    per_channel=per_channel, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    reduce_range=reduce_range)
     m = onnx.load(dst)
     last = [n for n in m.graph.node if n.output[0] == m.graph.output[0].name]
     scales = {i.name: nh.to_array(i) for i in m.graph.initializer}
