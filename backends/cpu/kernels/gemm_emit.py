@@ -384,7 +384,7 @@ def emit_gemm(make_kb, s: GemmShape, epilogue=None, extra_args: int = 0) -> ir.F
         def segs(emit):
             with kb.loop(0, g["K"], name="k") as k:
                 if s.packed and mr == 1:  # a matrix-vector product streams B: ask for it ahead
-                    ahead = b.add(b_base, b.add(b.mul(k, kb.i64(s.nr)), kb.i64(PREFETCH // 4)))
+                    ahead = b.add(b_base, b.add(b.mul(k, kb.i64(s.nr)), kb.i64(prefetch_distance() // 4)))
                     for j in range(s.nv):
                         prefetch(kb, kb.ptr(B, b.add(ahead, kb.i64(j * VEC))))
                 emit(k, k)
@@ -395,7 +395,14 @@ def emit_gemm(make_kb, s: GemmShape, epilogue=None, extra_args: int = 0) -> ir.F
     return kb.finish()
 
 
-PREFETCH = 2048  # bytes ahead of a streamed operand that a kernel asks for
+def prefetch_distance() -> int:
+    """Bytes ahead of a streamed operand (the weights of a matrix-vector product) that a kernel
+    asks for. 2 KiB on Intel: one Sapphire Rapids core read an int4 LM head at 9.4 GB/s without
+    it, 27 with it. AMD Zen cores want more in flight: on a Zen 3 (EPYC, 2026-12-07) a float32
+    matrix-vector product of 512 x 32,000 read 11.8 GB/s at 2 KiB, 12.5 at 8, 13.5 at 16 and 13.3
+    at 32 KiB, one of 896 x 4864 20.7 -> 27.9 GB/s, and a Llama-shaped fp32 decoder went from
+    53.0 to 57.2 tokens/s (interleaved, medians of 4); the int4 kernel gained 2-4 %."""
+    return 16384 if jit.cpu_name().startswith("znver") else 2048
 
 
 def prefetch(kb, ptr):

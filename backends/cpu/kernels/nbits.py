@@ -32,7 +32,7 @@ from glow.ops.nbits import unpack_codes
 from ..codegen import cpu_kernel, weight_data
 from ..irutil import F32, I8, I32, I64, PTR
 from .attention import _hreduce
-from .gemm_emit import PREFETCH, prefetch, split_range
+from .gemm_emit import prefetch, prefetch_distance, split_range
 
 MS = "com.microsoft"
 LANES = 16  # columns per panel: one vector of 16 int32 / float32 lanes
@@ -225,7 +225,7 @@ class _Emitter:
                     for d in self.dot[r][:nacc]:
                         b.store(zero_d, d)
                 at = b.mul(b.add(b.mul(p, kb.i64(self.nb)), blk), kb.i64(LANES))
-                prefetch(kb, kb.ptr(self.sc, b.add(at, kb.i64(PREFETCH // 16))))
+                prefetch(kb, kb.ptr(self.sc, b.add(at, kb.i64(prefetch_distance() // 16))))
                 scale = b.load(kb.ptr(self.sc, at), typ=V16F, align=64)
                 zp = self._zero_point(at)
                 g0 = b.add(b.mul(p, kb.i64(self.kp // GROUP)), b.mul(blk, kb.i64(groups)))
@@ -234,7 +234,7 @@ class _Emitter:
                     for half in range(2):  # two groups a step: the first on sums 0, 1, the second 2, 3
                         g = b.add(b.mul(gp, kb.i64(2)), kb.i64(half))
                         at_g = b.mul(b.add(g0, g), kb.i64(LANES))
-                        prefetch(kb, kb.ptr(self.codes, b.add(at_g, kb.i64(PREFETCH // 4)), I32))
+                        prefetch(kb, kb.ptr(self.codes, b.add(at_g, kb.i64(prefetch_distance() // 4)), I32))
                         v = b.load(kb.ptr(self.codes, at_g, I32), typ=V16I, align=64)
                         k = b.add(k0, b.mul(g, kb.i64(GROUP)))
                         sums = [[d[(2 * half + j) % nacc] for j in range(2)] for d in self.dot[:rows]]
