@@ -578,6 +578,9 @@ class _Blob:
         if hasattr(mmap, "MADV_HUGEPAGE"):
             with contextlib.suppress(OSError, ValueError):
                 self._map.madvise(mmap.MADV_HUGEPAGE)
+        # and collapsed now, in the background, rather than when khugepaged comes by (minutes for
+        # an int4 decoder, whose matrices are below SHARE_BYTES and so live here)
+        shared_weights.collapse_later(self._view[:self._size], whole_pages_only=True)
         return self._view[:max(self._size, 1)]
 
 

@@ -154,14 +154,23 @@ def _zeros(n: int) -> np.ndarray:
     return slab[at:at + n]
 
 
-def collapse_later(a: np.ndarray) -> None:
-    """Have the huge pages over written array `a` (one of `_zeros`) collapsed in the background."""
+def collapse_later(a: np.ndarray, whole_pages_only: bool = False) -> None:
+    """Have the huge pages over written array `a` collapsed in the background: every huge page it
+    touches (its memory is one of `_zeros`: the neighbours are ours too), or with
+    `whole_pages_only` those inside it (a program's weights blob, whose mapping is not aligned)."""
     if a.nbytes < HUGE_PAGE // 4 or not _libc_loaded():
+        return
+    start = a.__array_interface__["data"][0]
+    if whole_pages_only:
+        first, end = -(-start // HUGE_PAGE) * HUGE_PAGE, (start + a.nbytes) // HUGE_PAGE * HUGE_PAGE
+    else:
+        first, end = start // HUGE_PAGE * HUGE_PAGE, -(-(start + a.nbytes) // HUGE_PAGE) * HUGE_PAGE
+    if end <= first:
         return
     with _collapse_wake:
         if not _collapsing and not any(t.name == "glow-huge-pages" for t in threading.enumerate()):
             threading.Thread(target=_collapser, name="glow-huge-pages", daemon=True).start()
-        _collapsing.append(a)
+        _collapsing.append((a, first, end))  # `a` holds the memory until it is collapsed
         _collapse_wake.notify()
 
 
@@ -171,9 +180,7 @@ def _collapser():
             while not _collapsing:
                 if not _collapse_wake.wait(timeout=5.0):
                     return  # idle: the thread ends; the next copy starts another
-            a = _collapsing.pop(0)
-        start = a.__array_interface__["data"][0]
-        first, end = start // HUGE_PAGE * HUGE_PAGE, -(-(start + a.nbytes) // HUGE_PAGE) * HUGE_PAGE
+            a, first, end = _collapsing.pop(0)
         for advice in (_MADV_HUGEPAGE, _MADV_COLLAPSE):  # an old kernel refuses: the pages stay small
             if advice is not None:
                 _libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(end - first), advice)
