@@ -147,9 +147,11 @@ def test_an_empty_slice_after_conv_keeps_its_empty_dim():
 # -- 1-D windows (Whisper's and wav2vec's stems, temporal CNNs) run as 2-D ones over [1, L] ----------
 
 def _stem_1d(conv_attrs, pool=None, cin=6, cout=8, length=23):
-    """Conv1d -> Relu -> (pool) -> Conv1d(k=1) -> Transpose to [N, L, C] (Whisper's order)."""
+    """Conv1d -> Relu -> (pool) -> Conv1d(k=1) -> Transpose to [N, L, C] (Whisper's order), plus
+    an output of a node without inputs (a Constant: the rewrite once read every node's input 0)."""
     b = GraphBuilder("stem1d")
     x = b.input("x", dt.tensor((2, cin, length), "float32"))
+    const = b.add1("Constant", [], {"value": np.arange(3, dtype=np.float32)})
     g = conv_attrs.get("group", 1)
     k = conv_attrs.get("kernel_shape", (3,))[0]
     y = b.add1("Conv", [x, b.constant(w(cout, cin // g, k)), b.constant(w(cout))], conv_attrs)
@@ -157,7 +159,7 @@ def _stem_1d(conv_attrs, pool=None, cin=6, cout=8, length=23):
     if pool is not None:
         y = b.add1(pool[0], [y], pool[1])
     y = b.add1("Conv", [y, b.constant(w(cout, cout, 1))], {"kernel_shape": (1,)})
-    return b.build([b.add1("Transpose", [y], {"perm": (0, 2, 1)})])
+    return b.build([b.add1("Transpose", [y], {"perm": (0, 2, 1)}), const])
 
 
 CASES_1D = [

@@ -492,9 +492,9 @@ def _groups(S, T):
 
 def _window_1d(node) -> bool:
     """A 1-D Conv or pool the NHWC kernels run (as the 2-D window over [1, L])."""
-    if node.op.domain != "" or not static_f32(node.inputs[0], 3):
-        return False
-    return conv_ok(node) if node.op.name == "Conv" else (node.op.name in NHWC_OF and pool_ok(node))
+    if node.op.domain != "" or node.op.name not in NHWC_OF or not node.inputs or not static_f32(node.inputs[0], 3):
+        return False  # (a node with no inputs, a Constant, is none)
+    return conv_ok(node) if node.op.name == "Conv" else pool_ok(node)
 
 
 def attrs_2d(attrs: dict) -> dict:
