@@ -110,6 +110,24 @@ def test_group_query_attention_backends_equal_the_reference(call, form, backend)
             np.testing.assert_array_equal(a, e)
 
 
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("call,form", [(c, f) for c, f in itertools.product(CALLS, FORMS) if CALLS[c][1] > 1])
+def test_cpu_prompt_tiles_equal_the_reference(call, form, threads, monkeypatch):
+    """Every prompt-shaped call through the cpu kernel that attends to QL queries at once (taken
+    from TILE_MIN_S queries; lowered here so that 5-query prompts take it): padded rows, a chunk
+    after a past, a window starting mid-tile, softcap, a partial tile."""
+    from glow.backends.cpu.kernels import attention
+
+    monkeypatch.setattr(attention, "TILE_MIN_S", 2)
+    model, feeds, lens, first = _case(call, form, seed=3)
+    want = list(glow.compile(model, backend="reference").run(feeds).values())
+    got = list(glow.compile(model, backend="cpu", threads=threads, strict=True).run(feeds).values())
+    for a, e in zip(_valid_rows(got[0], lens, first), _valid_rows(want[0], lens, first)):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5)
+    for a, e in zip(got[1:], want[1:]):
+        np.testing.assert_array_equal(a, e)
+
 def test_cpu_uses_its_kernel_and_writes_the_cache_in_place():
     """Decoding from a max_length buffer passed as both past and present: the new rows land in
     the caller's array, nothing else of it changes, and the output equals the reference's."""

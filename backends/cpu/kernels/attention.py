@@ -12,7 +12,9 @@ Two phases, one kernel call each (the second after the first):
 2. attention, per (b, head h, query s): the query rotated and scaled into a stack buffer, then one
    pass over its keys [lo, hi) with an online softmax (running max and sum; the value accumulator,
    in registers, rescaled when the max grows); y = acc / sum. Query head h reads kv head
-   h // (H / G): a group's heads share one cache.
+   h // (H / G): a group's heads share one cache. A prompt (TILE_MIN_S queries or more) takes
+   `_emit_attend_tiles` instead: QL queries at once, one per vector lane, so that each key and
+   value element loaded serves QL queries and the softmax needs no horizontal sums.
 
 Positions as the reference's: past_b = 0 for a first prompt (S == total_sequence_length), else
 seqlens_k[b] + 1 - S; query s sits at past_b + s and sees keys up to itself below the row's length
@@ -311,6 +313,158 @@ def _emit_attend(cg, geo: _Geometry):
     return kb
 
 
+#: from this many queries on (a prompt) attention runs in tiles of QL queries, one per vector lane:
+#: every key and value element loaded serves QL queries (the one-query pass loads each once per
+#: query, and on AVX2, whose 16 registers cannot hold its block of 16 dot products, it ran at a
+#: fifth of the core's peak), and the online softmax is lane-wise, with no horizontal sums.
+TILE_MIN_S = 8
+QL = 16  # queries per tile (vector lanes)
+KB = 16  # keys per block of the online softmax
+RK = 4  # keys (logits) or head features (values) per register tile
+
+
+def _emit_attend_tiles(cg, geo: _Geometry):
+    """Per (row b, head h, tile of QL queries): the queries rotated, scaled and transposed into
+    lanes (qt: [D, QL]); per block of KB keys, the logits pb[j] = k_j . q (RK keys per register
+    tile: a key's feature broadcast against a vector of queries), masked (causal, window, length),
+    the running max and sum per lane, and ot[d] = ot[d] * correction + sum_j v_j[d] p_j (RK
+    features per register tile); y = ot / sum, transposed back into rows."""
+    kb = cg.function("GQA.attend_tiles", [PTR, PTR, PTR, PTR, PTR, PTR, PTR, PTR, I64, I64])
+    q, ok, ov, y, seqlens, total, cos, sin, tid, nth = kb.args
+    b = kb.b
+    D, S, L = geo.D, geo.S, QL
+    vt = ir.VectorType(F32, L)
+    tiles = -(-S // L)
+    group = geo.H // geo.G
+    per_row = geo.H * tiles
+    lo = b.sdiv(b.mul(kb.i64(geo.B * per_row), tid), nth)
+    hi = b.sdiv(b.mul(kb.i64(geo.B * per_row), b.add(tid, kb.i64(1))), nth)
+    qt, ot, pb, row = (kb.array(F32, n) for n in (D * L, D * L, KB * L, D))
+    m_var, l_var, mb_var, sum_var = (kb.var(vt) for _ in range(4))
+    acc = [kb.var(vt) for _ in range(RK)]
+    lanes = ir.Constant(ir.VectorType(I64, L), list(range(L)))
+    zero_v, one_v = ir.Constant(vt, [0.0] * L), ir.Constant(vt, [1.0] * L)
+    neg_v = ir.Constant(vt, [-float("inf")] * L)
+
+    def vload(ptr, off):
+        return b.load(kb.ptr(ptr, off), typ=vt, align=4)
+
+    def vstore(v, ptr, off):
+        b.store(v, b.bitcast(kb.ptr(ptr, off), vt.as_pointer()), align=4)
+
+    def imin(x, z):
+        return b.select(b.icmp_signed("<", x, z), x, z)
+
+    def imax(x, z):
+        return b.select(b.icmp_signed(">", x, z), x, z)
+
+    def lane(i):  # offset of feature/key row i in a [*, L] buffer
+        return b.mul(i, kb.i64(L))
+
+    with kb.loop(lo, hi, name="item", unroll=False) as item:
+        b_ = b.sdiv(item, kb.i64(per_row))
+        rem = b.srem(item, kb.i64(per_row))
+        h, tile = b.sdiv(rem, kb.i64(tiles)), b.srem(rem, kb.i64(tiles))
+        g = b.sdiv(h, kb.i64(group))
+        s0 = b.mul(tile, kb.i64(L))
+        rows = imin(kb.i64(L), b.sub(kb.i64(S), s0))
+        length, past = _positions(kb, geo, seqlens, total, b_)
+        tok0 = b.add(b.mul(b_, kb.i64(S)), s0)
+
+        def y_row(i):
+            return kb.ptr(y, b.add(b.mul(b.add(tok0, i), kb.i64(geo.H * D)), b.mul(h, kb.i64(D))))
+
+        with b.if_else(_rows_fit(kb, geo, length, past), likely=True) as (fits, bad):
+            with fits:
+                qpos0 = b.add(past, s0)
+                with kb.loop(0, L, name="qr", unroll=False) as i:
+                    with b.if_else(b.icmp_signed("<", i, rows)) as (real, pad):
+                        with real:
+                            src = kb.ptr(q, b.add(b.mul(b.add(tok0, i), kb.i64(geo.Q)), b.mul(h, kb.i64(D))))
+                            _rotate_row(kb, geo, src, row, b.add(qpos0, i), cos, sin, scale=geo.alpha)
+                        with pad:  # past the prompt: zeros (its position may lie past the rotary caches)
+                            _zero(kb, row, kb.i64(0), kb.i64(D))
+                    with kb.loop(0, D, name="qd") as d:
+                        kb.store(kb.load(row, d), qt, b.add(lane(d), i))
+                _zero(kb, ot, kb.i64(0), kb.i64(D * L))
+                b.store(neg_v, m_var)
+                b.store(zero_v, l_var)
+                qpos = b.add(kb.splat(qpos0, L), lanes)
+                t_hi = imin(b.add(qpos0, rows), length)  # keys [t_lo, t_hi) reach some query of the tile
+                t_lo = kb.i64(0)
+                if geo.window > 0:
+                    t_lo = imax(b.sub(qpos0, kb.i64(geo.window - 1)), kb.i64(0))
+                    first = b.sub(qpos, kb.splat(kb.i64(geo.window - 1), L))
+                base = geo.kv_row(kb, None, b_, g, kb.i64(0))
+                last = b.sub(t_hi, kb.i64(1))
+                blocks = b.sdiv(b.add(imax(b.sub(t_hi, t_lo), kb.i64(0)), kb.i64(KB - 1)), kb.i64(KB))
+                with kb.loop(0, blocks, name="blk", unroll=False) as blk:
+                    t0 = b.add(t_lo, b.mul(blk, kb.i64(KB)))
+                    n = imin(b.sub(t_hi, t0), kb.i64(KB))
+                    with kb.loop(0, KB, step=RK, name="kj", unroll=False) as j:
+                        # a key past the last valid one reads the last (its logits are masked)
+                        keys = [b.mul(imin(b.add(t0, b.add(j, kb.i64(r))), last), kb.i64(D)) for r in range(RK)]
+                        keys = [b.add(base, k) for k in keys]
+                        for a in acc:
+                            b.store(zero_v, a)
+                        with kb.loop(0, D, name="kd") as d:
+                            qv = vload(qt, lane(d))
+                            for k, a in zip(keys, acc):
+                                b.store(kb.fma(kb.splat(kb.load(ok, b.add(k, d)), L), qv, b.load(a)), a)
+                        for r, a in enumerate(acc):
+                            vstore(b.load(a), pb, lane(b.add(j, kb.i64(r))))
+                    b.store(neg_v, mb_var)
+                    with kb.loop(0, KB, name="mj") as j:
+                        t = b.add(t0, j)
+                        tv = kb.splat(t, L)
+                        valid = b.and_(b.icmp_signed("<=", tv, qpos), kb.splat(b.icmp_signed("<", t, t_hi), L))
+                        if geo.window > 0:
+                            valid = b.and_(valid, b.icmp_signed(">=", tv, first))
+                        x = vload(pb, lane(j))
+                        if geo.softcap > 0:
+                            cap = kb.splat(kb.f32(geo.softcap), L)
+                            x = b.fmul(vmath.emit_unary(kb, "Tanh", b.fdiv(x, cap)), cap)
+                        x = b.select(valid, x, neg_v)
+                        vstore(x, pb, lane(j))
+                        m = b.load(mb_var)
+                        b.store(b.select(b.fcmp_ordered(">", x, m), x, m), mb_var)
+                    m_old, m_blk = b.load(m_var), b.load(mb_var)
+                    m_new = b.select(b.fcmp_ordered(">", m_blk, m_old), m_blk, m_old)
+                    # a lane with no key yet keeps max -inf: subtract 0 there (exp(-inf) = 0, not NaN)
+                    m_use = b.select(b.fcmp_ordered("==", m_new, neg_v), zero_v, m_new)
+                    corr = vmath.emit_unary(kb, "Exp", b.fsub(m_old, m_use))
+                    b.store(zero_v, sum_var)
+                    with kb.loop(0, KB, name="pj") as j:
+                        p = vmath.emit_unary(kb, "Exp", b.fsub(vload(pb, lane(j)), m_use))
+                        vstore(p, pb, lane(j))
+                        b.store(b.fadd(b.load(sum_var), p), sum_var)
+                    b.store(b.fadd(b.fmul(b.load(l_var), corr), b.load(sum_var)), l_var)
+                    b.store(m_new, m_var)
+                    with kb.loop(0, D, step=RK, name="vd", unroll=False) as d:
+                        for r, a in enumerate(acc):
+                            b.store(b.fmul(vload(ot, lane(b.add(d, kb.i64(r)))), corr), a)
+                        with kb.loop(0, n, name="vj") as j:
+                            pv = vload(pb, lane(j))
+                            vrow = b.add(b.add(base, b.mul(b.add(t0, j), kb.i64(D))), d)
+                            for r, a in enumerate(acc):
+                                b.store(kb.fma(kb.splat(kb.load(ov, b.add(vrow, kb.i64(r))), L), pv, b.load(a)), a)
+                        for r, a in enumerate(acc):
+                            vstore(b.load(a), ot, lane(b.add(d, kb.i64(r))))
+                total_w = b.load(l_var)
+                inv = b.select(b.fcmp_ordered(">", total_w, zero_v), b.fdiv(one_v, total_w), zero_v)
+                with kb.loop(0, D, name="od") as d:
+                    vstore(b.fmul(vload(ot, lane(d)), inv), ot, lane(d))
+                with kb.loop(0, rows, name="or", unroll=False) as i:
+                    dst = y_row(i)
+                    with kb.loop(0, D, name="oc") as d:
+                        kb.store(kb.load(ot, b.add(lane(d), i)), dst, d)
+            with bad:
+                with kb.loop(0, rows, name="zr") as i:
+                    _zero(kb, y_row(i), kb.i64(0), kb.i64(D))
+    kb.finish()
+    return kb
+
+
 @cpu_kernel("GroupQueryAttention", domain=MS, supports=_gqa_ok)
 def emit_group_query_attention(cg, instr):
     geo = _Geometry(instr)
@@ -327,7 +481,7 @@ def emit_group_query_attention(cg, instr):
     cache = _emit_cache(cg, geo, site)
     cg.call(cache.fn, [p(geo.q), p(geo.k), p(geo.v), as_int(geo.pk), as_int(geo.pv), as_int(geo.ok),
                        as_int(geo.ov), p(geo.seqlens), p(geo.total), p(geo.cos), p(geo.sin), cg.tid, cg.nth])
-    attend = _emit_attend(cg, geo)
+    attend = (_emit_attend_tiles if geo.S >= TILE_MIN_S else _emit_attend)(cg, geo)
     cg.call(attend.fn, [p(geo.q), p(geo.ok), p(geo.ov), p(geo.y), p(geo.seqlens), p(geo.total), p(geo.cos),
                         p(geo.sin), cg.tid, cg.nth])
 
