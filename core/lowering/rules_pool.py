@@ -111,6 +111,9 @@ def lower_maxpool(rb, node, ins):
         return None
     if len(node.outputs) > 1:
         return _max_with_indices(rb, node, x, geo)
+    planes = _volume_as_planes(rb, node, x, geo)
+    if planes is not None:
+        return [planes]
     # max is exact in every type: no widening
     return [window_reduce(rb, x, geo, "Max", "ReduceMax", _lowest(x.type.dtype))]
 
@@ -168,6 +171,9 @@ def lower_averagepool(rb, node, ins):
     geo = _geometry(node, x)
     if geo is None:
         return None
+    planes = _volume_as_planes(rb, node, x, geo)
+    if planes is not None:
+        return [planes]
     (xw,) = widen(rb, [x])
     acc = window_reduce(rb, xw, geo, "Add", "ReduceSum", 0)
     in_sp, pb, pe = list(x.type.shape[2:]), geo[4], geo[5]
@@ -178,6 +184,46 @@ def lower_averagepool(rb, node, ins):
         counts = _tap_counts(geo, in_sp, [0] * len(in_sp), in_sp)
     return [narrow(rb, _divide_by_counts(rb, acc, counts), x.type.dtype)]
 
+
+
+def _volume_as_planes(rb, node, x, geo):
+    """A float32 3-D MaxPool or AveragePool as the 2-D pool of every depth plane ([N * D, C, H, W],
+    channels last first, as the 3-D Conv's rule does), then the depth window over those: max and
+    sum are separable, and so is an average's tap count (a product of per-axis counts), so an
+    average is the sum of its depth taps' plane averages over the depth count. A backend with
+    native 2-D pools then runs 3-D ones on them (the cpu backend's NHWC kernels). None: not that."""
+    shape = x.type.shape
+    if len(shape) != 5 or not static(shape) or x.type.dtype != dt.float32 or 0 in shape:
+        return None
+    kernel, s, d, out, pb, pe = geo
+    n, c, depth, h, w = shape
+    a = node.attrs
+    attrs = {"kernel_shape": kernel[1:], "strides": s[1:], "pads": [pb[1], pb[2], pe[1], pe[2]],
+             "ceil_mode": a.get("ceil_mode", 0)}
+    if node.op.name == "MaxPool":
+        attrs["dilations"] = d[1:]
+    else:
+        attrs["count_include_pad"] = a["count_include_pad"]
+    planes = op1(rb, "Transpose", reshape(rb, op1(rb, "Transpose", x, perm=[0, 2, 3, 4, 1]), [n * depth, h, w, c]),
+                 perm=[0, 3, 1, 2])
+    y = rb.emit1(node.op.name, [planes], attrs)  # [N * D, C, Ho, Wo]
+    if list(y.type.shape[2:]) != list(out[1:]):
+        return None
+    y = reshape(rb, op1(rb, "Transpose", y, perm=[0, 2, 3, 1]), [n, depth, out[1], out[2], c])
+    fill = _lowest(x.type.dtype) if node.op.name == "MaxPool" else 0
+    need = (out[0] - 1) * s[0] + (kernel[0] - 1) * d[0] + 1
+    front = max(pb[0], 0)
+    yp = y
+    if front or need - pb[0] > depth:
+        pads = ints(rb, [0, front, 0, 0, 0, 0, max(need - pb[0] - depth, 0), 0, 0, 0])
+        yp = op1(rb, "Pad", y, pads, scalar(rb, fill, y))
+    taps = [strided(rb, yp, [1], [front - pb[0] + t * d[0]], [out[0]], [s[0]]) for t in range(kernel[0])]
+    v = chain(rb, "Max" if node.op.name == "MaxPool" else "Add", taps)
+    if node.op.name == "AveragePool":
+        lo, hi = ((-pb[0], depth + pe[0]) if a["count_include_pad"] else (0, depth))
+        counts = _tap_counts(([kernel[0]], [s[0]], [d[0]], [out[0]], [pb[0]], None), [depth], [lo], [hi])
+        v = _divide_by_counts(rb, v, counts.reshape(1, -1, 1, 1, 1))
+    return op1(rb, "Transpose", v, perm=[0, 4, 1, 2, 3])
 
 @lowering("LpPool")
 def lower_lppool(rb, node, ins):
