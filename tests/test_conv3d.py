@@ -109,3 +109,41 @@ def test_pool3d_equals_the_reference(case, backend, native):
     got = glow.compile(model, backend=backend, native=native, strict=True).run(feeds)["y"]
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+#: (x shape, weight shape [C, M/group, k...], attributes): transposed convolutions, lowered as one
+#: Conv whose output channels are the stride's phases (core/lowering/rules_conv.py `_phases_as_conv`)
+TRANSPOSED = {
+    "k2-s2-unet": ((1, 8, 6, 7), (8, 4, 2, 2), dict(strides=[2, 2])),
+    "k4-s2-p1-dcgan": ((2, 6, 5, 5), (6, 3, 4, 4), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    "k3-s2-outpad": ((1, 4, 5, 6), (4, 5, 3, 3), dict(strides=[2, 2], pads=[1, 0, 1, 2], output_padding=[1, 1])),
+    "k3-s1": ((1, 5, 8, 8), (5, 3, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "k1-s3": ((1, 3, 4, 4), (3, 2, 1, 1), dict(strides=[3, 3])),
+    "groups": ((1, 6, 5, 5), (6, 2, 3, 3), dict(group=3, strides=[2, 1], pads=[0, 1, 1, 0])),
+    "output-shape": ((1, 3, 4, 5), (3, 2, 3, 3), dict(strides=[2, 2], output_shape=[9, 12])),
+    "same-upper": ((1, 3, 5, 4), (3, 2, 4, 3), dict(strides=[2, 3], auto_pad="SAME_UPPER")),
+    "1d": ((2, 4, 9), (4, 3, 5), dict(strides=[3], pads=[2, 1])),
+    "3d": ((1, 3, 3, 4, 4), (3, 2, 2, 3, 3), dict(strides=[2, 2, 1], pads=[0, 1, 1, 0, 1, 1])),
+    "dilated": ((1, 3, 5, 5), (3, 2, 3, 3), dict(strides=[2, 2], dilations=[2, 1])),
+}
+
+
+@pytest.mark.parametrize("backend,native", BACKENDS)
+@pytest.mark.parametrize("case", sorted(TRANSPOSED))
+def test_conv_transpose_equals_the_reference(case, backend, native):
+    if backend_unavailable(backend):
+        pytest.skip(f"{backend} unavailable")
+    xs, ws, attrs = TRANSPOSED[case]
+    rng = np.random.default_rng(2)
+    w = (rng.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))).astype(np.float32)
+    bias = rng.standard_normal(ws[1] * attrs.get("group", 1)).astype(np.float32)
+    node = h.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)
+    graph = h.make_graph([node], "convT", [h.make_tensor_value_info("x", T.FLOAT, xs)],
+                         [h.make_tensor_value_info("y", T.FLOAT, None)],
+                         [nh.from_array(w, "w"), nh.from_array(bias, "b")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    feeds = {"x": rng.standard_normal(xs).astype(np.float32)}
+    want = glow.compile(model, backend="reference").run(feeds)["y"]
+    got = glow.compile(model, backend=backend, native=native, strict=True).run(feeds)["y"]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

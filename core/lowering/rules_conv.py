@@ -320,6 +320,44 @@ def _volume_as_planes(rb, node, x, w, b):
     y = reshape(rb, y, [n, out[0], m, out[1], out[2]])
     return op1(rb, "Transpose", y, perm=[0, 2, 1, 3, 4])
 
+
+def _phases_as_conv(rb, node, x, w):
+    """A float32 ConvTranspose with constant weights and no dilation as one Conv, or None.
+
+    Output position f = o + pad_begin of the full (uncropped) output is q * s + r: phase r of
+    stride s gets z_r[q] = sum_t x[q - t] W[r + t * s], a correlation of x (padded by T - 1, T =
+    ceil(k / s) taps) with the phase's taps reversed. All s^nsp phases are the output channels of
+    one Conv (a phase with fewer taps reads zeros), interleaved into the full output by a Reshape
+    and a Transpose and then cropped: a backend with a native Conv runs it there (the cpu NHWC
+    kernels), with the multiply-adds of the transposed convolution itself (none on zeros when s
+    divides k)."""
+    xs, ws = x.type.shape, w.type.shape
+    a = node.attrs
+    nsp = len(ws) - 2
+    if not static(xs) or not w.is_constant or x.type.dtype != dt.float32 or 0 in xs or 0 in ws or nsp < 1:
+        return None
+    kernel, s, d, _ = window_attrs(ValueError, nsp, ws[2:], a["strides"], a["dilations"], a["pads"])
+    out, pb = transpose_geometry(ValueError, list(xs[2:]), kernel, a)
+    if any(v != 1 for v in d) or any(v is None for v in out + pb):
+        return None
+    g, n, c, mg = a["group"], xs[0], xs[1], ws[1]
+    cg, taps = c // g, [-(-k // st) for k, st in zip(kernel, s)]
+    src = np.asarray(w.data).reshape(g, cg, mg, *kernel)
+    wc = np.zeros((g, *s, mg, cg, *taps), src.dtype)  # [group, phase..., M/group, C/group, tap...]
+    every = (slice(None),) * 3
+    for r in itertools.product(*(range(v) for v in s)):
+        for u in itertools.product(*(range(t) for t in taps)):
+            i = tuple(r[k] + (taps[k] - 1 - u[k]) * s[k] for k in range(nsp))
+            if all(i[k] < kernel[k] for k in range(nsp)):
+                wc[(slice(None), *r, slice(None), slice(None), *u)] = src[every + i].transpose(0, 2, 1)
+    wc = rb.constant(np.ascontiguousarray(wc.reshape(g * math.prod(s) * mg, cg, *taps)), w.name)
+    z = rb.emit1("Conv", [x, wc], {"kernel_shape": taps, "pads": [t - 1 for t in taps] * 2, "group": g})
+    q = list(z.type.shape[2:])
+    z = reshape(rb, z, [n, g, *s, mg, *q])
+    perm = [0, 1, 2 + nsp] + [ax for k in range(nsp) for ax in (3 + nsp + k, 2 + k)]
+    full = reshape(rb, op1(rb, "Transpose", z, perm=perm), [n, g * mg] + [q[k] * s[k] for k in range(nsp)])
+    return crop(rb, full, [2 + k for k in range(nsp)], pb, out)
+
 # -- ConvTranspose --------------------------------------------------------------------------------
 
 @lowering("ConvTranspose")
@@ -328,6 +366,9 @@ def lower_conv_transpose(rb, node, ins):
     xs, ws = x.type.shape, w.type.shape
     if xs is None or ws is None or not static(xs[1:]) or not static(ws):
         return None
+    phases = _phases_as_conv(rb, node, x, w)
+    if phases is not None:
+        return [add_bias(rb, phases, b)]
     a = node.attrs
     kernel, in_sp = list(ws[2:]), list(xs[2:])
     nsp = len(kernel)

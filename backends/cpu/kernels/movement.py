@@ -18,8 +18,9 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..codegen import constant, cpu_kernel, value_input
 from ..irutil import I1, I8, I64, PTR, VOID
-from .elementwise import MOVE, ZERO, Access, broadcast, emit_strided, strides_of
+from .elementwise import MOVE, PARALLEL_MIN, ZERO, Access, broadcast, collapse, emit_strided, strides_of
 from .lanes import storage_dtype
+from .transpose import emit_transpose, tile_axis
 
 COPY_CHUNK = 1 << 16  # bytes per thread below which a copy stays on one thread
 
@@ -126,7 +127,14 @@ def emit_affine(cg, instr):
     offset, strides = m
     shape = tuple(out.type.shape)
     mover = storage_dtype(out.type.dtype)
-    emit_strided(cg, instr.opname, shape, [broadcast(out, shape, mover), Access(src, strides, offset, mover)],
+    dst = broadcast(out, shape, mover)
+    if mover.itemsize == 4:  # a transpose of the innermost axis: 8 x 8 register tiles
+        sizes, (so, si) = collapse(shape, [dst.strides, strides])
+        axis = tile_axis(sizes, so, si)
+        if axis is not None:
+            return emit_transpose(cg, instr.opname, sizes, so, si, axis, cg.ptr(out, 0), cg.ptr(src, offset * 4),
+                                  single=int(np.prod(shape)) < PARALLEL_MIN)
+    emit_strided(cg, instr.opname, shape, [dst, Access(src, strides, offset, mover)],
                  lambda lanes, vals: vals[0], body_key=MOVE)
 
 
