@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import dtypes as dt
+from .aligned import aligned
 from .errors import GraphError
 from .limits import check_type
 from .ops.registry import REQUIRED, InferContext, OpDef, canonical_attr, get_op
@@ -66,7 +67,9 @@ class Value:
 
 def _read_only(a):
     """A read-only view of a constant's (or known value's) array: graphs share constants (rebuild
-    keeps them), so a write into one would change every compile that holds it. Writing raises."""
+    keeps them), so a write into one would change every compile that holds it. Writing raises.
+    A large one is made aligned first (glow.aligned)."""
+    a = aligned(a)
     if isinstance(a, np.ndarray) and a.flags.writeable:
         a = a.view()
         a.flags.writeable = False

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections import Counter
 from collections.abc import Sequence
 
@@ -22,6 +23,7 @@ import onnx
 from onnx import AttributeProto, numpy_helper
 
 from . import dtypes as dt
+from .aligned import ALIGN_MIN_BYTES, aligned_empty, frozen
 from .errors import GlowError, GraphError, ModelLoadError, UnsupportedOpError, internal_errors, warn
 from .fileio import map_regular_file, read_regular_file
 from .graph import Graph, GraphBuilder, Value
@@ -38,21 +40,7 @@ _PLAIN_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.
                 onnx.TensorProto.UINT64: np.uint64, onnx.TensorProto.BOOL: np.bool_}
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
-    """`a`, it and every array under it made read-only: the importer made them and nothing else
-    holds them, so nothing will write them (the cpu backend then shares such weights between the
-    programs of a model rather than copying them into each: backends/cpu/shared_weights.py)."""
-    b = a
-    while isinstance(b, np.ndarray):
-        b.flags.writeable = False
-        b = b.base
-    return a
 
-
-def _aligned_bytes(n: int, align: int = 64) -> np.ndarray:
-    raw = np.empty(max(n, 1) + align, np.uint8)
-    shift = (-raw.ctypes.data) % align
-    return raw[shift:shift + n]
 
 
 #: Models of any opset import; ops whose old forms differ are rewritten by their `from_onnx`
@@ -173,10 +161,10 @@ class Importer:
         if t.data_location == onnx.TensorProto.EXTERNAL:
             np_type = _PLAIN_TYPES.get(t.data_type)
             if np_type is not None:  # straight from the file into the array the graph keeps
-                return _frozen(self._load_external(t, np_type))
+                return frozen(self._load_external(t, np_type))
             self._load_external(t)
         try:
-            arr = _frozen(numpy_helper.to_array(t))
+            arr = frozen(self._decoded(t))
         except Exception as e:
             raise ModelLoadError(f"tensor '{t.name}': cannot decode ({e})") from None
         if arr.dtype.kind in "US":
@@ -185,6 +173,21 @@ class Importer:
             arr = np.vectorize(lambda s: s.decode() if isinstance(s, bytes) else s, otypes=[object])(arr) \
                 if arr.size else arr
         return arr
+
+    @staticmethod
+    def _decoded(t: onnx.TensorProto) -> np.ndarray:
+        """The tensor's array; a large one's raw bytes go straight into aligned memory (glow.aligned:
+        a backend can then read it where it lies, and no second copy is made to align it)."""
+        np_type = _PLAIN_TYPES.get(t.data_type)
+        if np_type is None or len(t.raw_data) < ALIGN_MIN_BYTES or sys.byteorder != "little":
+            return numpy_helper.to_array(t)
+        raw = np.frombuffer(t.raw_data, np.uint8)
+        dims = tuple(t.dims)
+        if raw.size != int(np.prod(dims, dtype=np.int64)) * np.dtype(np_type).itemsize:
+            return numpy_helper.to_array(t)  # its own error for a wrong size
+        out = aligned_empty(dims, np_type)
+        out.reshape(-1).view(np.uint8)[:] = raw
+        return out
 
     def _load_external(self, t: onnx.TensorProto, np_type=None):
         """Read an external-data tensor's bytes: the location must stay inside the model's folder,
@@ -226,7 +229,7 @@ class Importer:
                 return mapped[offset:offset + need].view(np.dtype(np_type).newbyteorder("<")) \
                     .astype(np_type, copy=False).reshape(tuple(t.dims))
         note = f"bytes its shape {list(t.dims)} needs"
-        into = None if np_type is None else (lambda n: _aligned_bytes(n))
+        into = None if np_type is None else (lambda n: aligned_empty(n, np.uint8))
         try:
             raw = read_regular_file(path, need, "external tensor data", offset, length, note, into=into)
         except ModelLoadError as e:

@@ -46,8 +46,9 @@ def test_signatures_share_one_packed_copy_and_read_the_table_where_it_lies():
         assert p.weights.nbytes < (1 << 20) and p.stats["shared_weights_bytes"] >= 2 * (K * N * 4)
     graph_table = next(v.data for v in exe.graph.constants if v.data.shape == (VOCAB, K))
     addresses = {a.__array_interface__["data"][0] for a in shared[0].values()}
-    if graph_table.__array_interface__["data"][0] % 64 == 0:  # read where it lies: no copy at all
-        assert graph_table.__array_interface__["data"][0] in addresses
+    # imported 64-byte aligned (glow.aligned), so read where it lies: no copy at all
+    assert graph_table.__array_interface__["data"][0] % 64 == 0
+    assert graph_table.__array_interface__["data"][0] in addresses
     before = shared_weights.held_bytes()
     exe2 = glow.compile(model, backend="cpu")  # another compile of another import: its own arrays
     np.testing.assert_allclose(exe2.run(feeds[0])["y"], exe.run(feeds[0])["y"], rtol=0, atol=0)
@@ -95,7 +96,8 @@ def test_a_callers_writable_array_is_copied_not_shared():
         return b.build([b.add1("MatMul", [xi, b.constant(w, name="w")])])
 
     first = glow.compile(build(), backend="cpu")
-    assert not first.program.shared  # nothing shared: the array is the caller's
+    # the program never reads the caller's memory (the graph took an aligned copy of its own)
+    assert not any(np.shares_memory(a, w) for _, a, _ in first.program.shared)
     before = first.run({"x": x})
     out = next(iter(before))
     w *= 2
@@ -181,3 +183,20 @@ def test_a_tied_embedding_table_is_read_from_the_lm_heads_packed_copy():
         assert len({id(a) for _, a, _ in p.shared}) == 1 and p.stats["shared_weights_bytes"] == w.nbytes
     with pytest.raises(glow.InputError, match="index 8192 is out of range"):
         exe.run({"ids": np.array([[1, V]])})
+
+
+def test_a_folded_weight_is_aligned_and_read_where_it_lies():
+    """A large constant the optimiser folds (ConstantOfShape, as the onnx wheel's light models
+    make their weights) is glow's own, aligned and read-only down to its memory: the program
+    reads it in place rather than holding a copy beside the graph's."""
+    shape = np.array([VOCAB, K], np.int64)
+    half = numpy_helper.from_array(np.array([0.5], np.float32))
+    nodes = [h.make_node("ConstantOfShape", ["shape"], ["table"], value=half),
+             h.make_node("Gather", ["table", "ids"], ["y"])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("ids", T.INT64, [1, 3])],
+                         [h.make_tensor_value_info("y", T.FLOAT, None)], [numpy_helper.from_array(shape, "shape")])
+    exe = glow.compile(h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), backend="cpu")
+    np.testing.assert_array_equal(exe.run({"ids": np.array([[0, 7, 9]])})["y"], np.full((1, 3, K), 0.5, np.float32))
+    table = next(v.data for v in exe.graph.constants if v.data.shape == (VOCAB, K))
+    assert table.__array_interface__["data"][0] % 64 == 0 and shared_weights.immutable(table)
+    assert table.__array_interface__["data"][0] in {a.__array_interface__["data"][0] for _, a, _ in exe.program.shared}

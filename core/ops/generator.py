@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
+from ..aligned import aligned_empty
 from ._movement_util import ALL, FOLD_LIMIT, I64, STD, fold_small, scalar_of, value_len, zero_of
 from ._shape import ints, numel
 from .registry import GENERATOR, Attr, Tier, op
@@ -45,7 +46,11 @@ def _cos_infer(ctx):
 
 def _cos_ref(shape, value=None):
     fill = np.zeros((), np.float32) if value is None else np.asarray(value).reshape(())
-    return np.full(tuple(ints(shape)), fill, dtype=fill.dtype)
+    if fill.dtype.hasobject:
+        return np.full(tuple(ints(shape)), fill, dtype=fill.dtype)
+    out = aligned_empty(tuple(ints(shape)), fill.dtype)  # a folded weight (the light models') is read in place
+    out[...] = fill
+    return out
 
 
 op("ConstantOfShape", inputs=("input:I",), outputs=("output",), types={"I": I64},

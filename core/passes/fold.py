@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
+from ..aligned import frozen
 from ..graph import Graph
 from ..rewrite import rebuild
 from .base import Pass
@@ -59,6 +60,15 @@ def _fits(value, old) -> bool:
     return dt.shape_fits(t.shape, value.shape)
 
 
+def _own(value: np.ndarray, ins) -> np.ndarray:
+    """A folded value made read-only down to its memory where that memory is the reference's new
+    array (not a view of an input's, whose owner may write it): the cpu backend then reads a large
+    one where it lies instead of copying it (glow.aligned)."""
+    if any(v is not None and v.data is not None and np.may_share_memory(value, v.data) for v in ins):
+        return value
+    return frozen(value)
+
+
 def fold_constants(graph: Graph) -> Graph:
     pinned = captured_values(graph)
 
@@ -75,7 +85,7 @@ def fold_constants(graph: Graph) -> Graph:
         values = values[:len(node.outputs)]
         if not all(_fits(np.asarray(v) if np.isscalar(v) else v, o) for v, o in zip(values, node.outputs)):
             return None
-        return [rb.constant(np.asarray(v), name=o.name) for v, o in zip(values, node.outputs)]
+        return [rb.constant(_own(np.asarray(v), ins), name=o.name) for v, o in zip(values, node.outputs)]
 
     new, changed = rebuild(graph, visit)
     if not changed:
