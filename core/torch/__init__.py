@@ -11,7 +11,7 @@ without importing glow first. Nothing here imports torch until it is used: `impo
 
 from __future__ import annotations
 
-__all__ = ["backend", "explain", "import_exported", "load_pt2"]
+__all__ = ["backend", "compile_exported", "explain", "import_exported", "load_pt2"]
 
 
 def __getattr__(name):
@@ -24,7 +24,7 @@ def __getattr__(name):
         from .explain import explain
 
         return explain
-    if name in ("import_exported", "load_pt2"):
+    if name in ("compile_exported", "import_exported", "load_pt2"):
         from . import export
 
         return getattr(export, name)

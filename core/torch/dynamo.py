@@ -53,8 +53,12 @@ def _check_options(options) -> dict:
 class _Support(OperatorSupportBase):
     def __init__(self):
         self.why: dict = {}  # node -> reason it stays eager
+        self.sizes: set = set()  # nodes computing sizes (SymInts): torch's, and no loss to glow
 
     def is_node_supported(self, submodules, node) -> bool:
+        if not isinstance(meta_val(node), (torch.Tensor, tuple, list)):
+            self.sizes.add(node.name)
+            return False
         reason = Importer.check(node)
         if reason is not None:
             self.why[node] = reason
@@ -116,8 +120,9 @@ def split_and_compile(gm: torch.fx.GraphModule, constants: dict, opts: dict) -> 
     parter = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=False,
                                         non_compute_ops=NON_COMPUTE)
     parts = parter.propose_partitions()
-    report = {"graph": gm, "eager": dict(support.why), "glow": {}, "failed": {}}
-    in_part = {n.name: i for i, p in enumerate(parts) for n in p.nodes}
+    report = {"nodes": [(n.name, _op_label(n)) for n in gm.graph.nodes if n.op == "call_function"],
+              "eager": {n.name: why for n, why in support.why.items()}, "sizes": support.sizes,
+              "glow": {}, "failed": {}}
     fused = parter.fuse_partitions(parts) if parts else gm
     for node in list(fused.graph.nodes):
         if node.op != "call_module" or not node.target.startswith("fused_"):
@@ -130,22 +135,28 @@ def split_and_compile(gm: torch.fx.GraphModule, constants: dict, opts: dict) -> 
             stats["glow_compiles"] += 1
             exe = glow.compile(graph, opts.get("backend"), threads=opts.get("threads"),
                                devices=opts.get("devices"), strict=bool(opts.get("strict")))
-        except GlowError as e:
+        except Exception as e:  # glow's refusal or a glow bug: this piece stays eager either way
             if opts.get("strict"):
                 raise
             stats["partitions_failed"] += 1
-            report["failed"].update({n: str(e) for n in names})
+            why = str(e) if isinstance(e, GlowError) else f"glow bug: {type(e).__name__}: {e}"
+            report["failed"].update({n: why for n in names})
             continue
         out = next(n for n in sub.graph.nodes if n.op == "output")
         setattr(fused, node.target, GlowCall(exe, plan, sub, isinstance(out.args[0], (tuple, list)), node.target))
         report["glow"].update({n: node.target for n in names})
     if opts.get("strict") and report["eager"]:
-        first = next(iter(report["eager"].items()))
-        raise GlowError(f"node '{first[0].name}' ({first[0].target}) stays eager: {first[1]}")
-    report["partitions"] = len(in_part) and len(parts)
+        name, why = next(iter(report["eager"].items()))
+        raise GlowError(f"torch.compile(backend='glow', strict): node '{name}' stays eager: {why}")
     _record(report)
     fused.recompile()
     return fused
+
+
+def _op_label(n) -> str:
+    from .importer import _op_name
+
+    return _op_name(target_key(n.target))
 
 
 def _constants_of(sub, call, constants: dict) -> dict:

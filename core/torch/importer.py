@@ -325,6 +325,8 @@ class Importer:
             return str(e)
         except GlowError as e:
             return f"glow rejects it: {e}"
+        except Exception as e:  # a rule's bug must not fail the user's model: it stays eager
+            return f"glow bug in the rule for {_op_name(key)}: {type(e).__name__}: {e}"
         return None
 
 

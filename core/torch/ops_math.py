@@ -117,7 +117,7 @@ def _binary(onnx_op, swap=False):
 for _keys, _op, _swap in (
         (("add.Tensor", "add.Scalar"), "Add", False), (("sub.Tensor", "sub.Scalar"), "Sub", False),
         (("rsub.Scalar", "rsub.Tensor"), "Sub", True), (("mul.Tensor", "mul.Scalar"), "Mul", False),
-        (("maximum.default",), "Max", False), (("minimum.default",), "Min", False),
+        (("maximum.default", "max.other"), "Max", False), (("minimum.default", "min.other"), "Min", False),
         (("pow.Tensor_Tensor",), "Pow", False)):
     aten(*_keys)(_binary(_op, _swap))
 
@@ -309,7 +309,8 @@ def _softmax(cx, a):
 @aten("mm.default", "bmm.default", "matmul.default")
 def _matmul(cx, a):
     d = cx.out_dtype
-    return cx.add("MatMul", [cx.operand(a["self"], d), cx.operand(a["other"], d)])
+    other = a["other"] if "other" in a else a["mat2"]  # matmul's name, mm's and bmm's
+    return cx.add("MatMul", [cx.operand(a["self"], d), cx.operand(other, d)])
 
 
 @aten("addmm.default")

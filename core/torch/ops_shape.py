@@ -50,7 +50,8 @@ def reshape_to_recorded(cx, x, src_shape, size_args=None):
 
 @aten("view.default", "_unsafe_view.default", "reshape.default")
 def _view(cx, a):
-    return reshape_to_recorded(cx, cx.v(a["self"]), cx.shape(a["self"]), list(a["size"]))
+    size = a["size"] if "size" in a else a["shape"]  # view's name, reshape's
+    return reshape_to_recorded(cx, cx.v(a["self"]), cx.shape(a["self"]), list(size))
 
 
 @aten("flatten.using_ints", "unflatten.int")
@@ -322,7 +323,7 @@ def _arange(cx, a):
 # -- casts, copies, no-ops -----------------------------------------------------------------------
 
 @aten("_to_copy.default", "to.dtype", "to.dtype_layout", "to.device", "clone.default", "contiguous.default",
-      "alias.default", "detach.default", "lift_fresh_copy.default", "_assert_tensor_metadata.default",
+      "alias.default", "detach.default", "detach_.default", "lift_fresh_copy.default", "_assert_tensor_metadata.default",
       "type_as.default", "dropout.default", "native_dropout.default", "view_as.default", "expand_as.default")
 def _copy(cx, a):
     name = str(cx.node.target)
