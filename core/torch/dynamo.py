@@ -35,6 +35,11 @@ _MOVEMENT = ("view", "_unsafe_view", "reshape", "permute", "transpose", "t", "ex
 NON_COMPUTE = [f"torch.ops.aten.{op}.{ov}" for op in _MOVEMENT
                for ov in ("default", "int", "Tensor", "dim", "dims")] + ["_operator.getitem"]
 
+#: Ops worth a glow call even alone between nodes torch runs (matrix products, convolution, attention).
+HEAVY = [f"torch.ops.aten.{op}.default" for op in ("convolution", "mm", "bmm", "addmm", "baddbmm",
+                                                   "_scaled_dot_product_flash_attention_for_cpu",
+                                                   "scaled_dot_product_attention")]
+
 #: What the last compiles did, per FX graph (glow.torch.explain reads it): a list of reports.
 _reports = threading.local()
 #: Counts, for tests and the curious: glow compiles run, partitions left eager after a failure.
@@ -118,7 +123,7 @@ def split_and_compile(gm: torch.fx.GraphModule, constants: dict, opts: dict) -> 
 
     support = _Support()
     parter = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=False,
-                                        non_compute_ops=NON_COMPUTE)
+                                        non_compute_ops=NON_COMPUTE, allowed_single_node_partition_ops=HEAVY)
     parts = parter.propose_partitions()
     report = {"nodes": [(n.name, _op_label(n)) for n in gm.graph.nodes if n.op == "call_function"],
               "eager": {n.name: why for n, why in support.why.items()}, "sizes": support.sizes,

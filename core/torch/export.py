@@ -99,6 +99,10 @@ def load_pt2(path) -> Graph:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ModelLoadError(f"{path}: no such file")
+    import zipfile
+
+    if not zipfile.is_zipfile(path):  # checked first: torch logs a traceback before it raises
+        raise ModelLoadError(f"{path}: not a torch.export program (a .pt2 is a zip archive)")
     try:
         ep = torch.export.load(path)
     except Exception as e:

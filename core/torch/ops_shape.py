@@ -323,8 +323,9 @@ def _arange(cx, a):
 # -- casts, copies, no-ops -----------------------------------------------------------------------
 
 @aten("_to_copy.default", "to.dtype", "to.dtype_layout", "to.device", "clone.default", "contiguous.default",
-      "alias.default", "detach.default", "detach_.default", "lift_fresh_copy.default", "_assert_tensor_metadata.default",
-      "type_as.default", "dropout.default", "native_dropout.default", "view_as.default", "expand_as.default")
+      "alias.default", "detach.default", "detach_.default", "lift_fresh_copy.default",
+      "_assert_tensor_metadata.default", "type_as.default", "dropout.default", "native_dropout.default",
+      "view_as.default", "expand_as.default")
 def _copy(cx, a):
     name = str(cx.node.target)
     if name.startswith("aten._assert"):
