@@ -21,7 +21,7 @@ def __getattr__(name):
 
         return backend
     if name == "explain":
-        from .explain import explain
+        from .report import explain
 
         return explain
     if name in ("compile_exported", "import_exported", "load_pt2"):
