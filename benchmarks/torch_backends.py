@@ -119,7 +119,7 @@ def _summary(rows):
             by.setdefault((r["model"], r["threads"]), {})[r["backend"]] = r
     for threads in sorted({t for _, t in by}):
         ratios, compile_ratios = [], []
-        for (m, t), got in by.items():
+        for (_model, t), got in by.items():
             if t != threads or "glow" not in got:
                 continue
             others = [v["latency_ms"] for k, v in got.items() if k != "glow"]

@@ -2,15 +2,14 @@
 configs with random weights, CNNs written there) against eager torch; graph breaks, an op glow
 has no rule for, dynamic sizes without a compile per size, and OpenCL."""
 
+import glow
 import numpy as np
 import pytest
 import torch
-from torch import nn
-from torch_models import MODELS
-
-import glow
 from glow.torch.dynamo import recording, stats
 from helpers import opencl_unavailable_reason
+from torch import nn
+from torch_models import MODELS
 
 #: Quick enough for every run; the rest are marked slow (CI runs them too).
 QUICK = {"bert", "llama", "resnet", "mobilenet"}

@@ -4,15 +4,14 @@ against eager torch; dynamic dims as glow's symbolic dims; strict errors naming 
 import subprocess
 import sys
 
+import glow
 import numpy as np
 import pytest
 import torch
+from glow.errors import UnsupportedOpError
 from torch import nn
 from torch.export import Dim
 from torch_models import MODELS
-
-import glow
-from glow.errors import UnsupportedOpError
 
 QUICK = {"bert", "gpt2", "resnet"}
 
