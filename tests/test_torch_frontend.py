@@ -201,3 +201,19 @@ def test_options_reach_glow_compile(monkeypatch):
     monkeypatch.setattr(glow, "compile", spy)
     on_glow(lambda x: torch.tanh(x) * 2, X, options={"backend": "reference", "threads": 1})
     assert seen["backend"] == "reference" and seen["threads"] == 1
+
+
+def test_called_with_gradients_on_the_backward_stays_in_torch():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 2))
+    x = torch.randn(4, 8)
+    torch._dynamo.reset()
+    y = torch.compile(m, backend="glow")(x)
+    y.sum().backward()
+    got = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    want = m(x)
+    want.sum().backward()
+    torch.testing.assert_close(y, want, rtol=1e-4, atol=1e-6)
+    for g, p in zip(got, m.parameters()):
+        torch.testing.assert_close(g, p.grad, rtol=1e-4, atol=1e-6)

@@ -100,7 +100,14 @@ def backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = Non
         with unset_fake_temporarily():  # AOT calls us inside its fake mode; weights are real
             return split_and_compile(fw_gm, constants, opts)
 
-    return aot_autograd(fw_compiler=fw_compiler, decompositions=_decompositions)(gm, example_inputs)
+    # the backward graph (a model called with gradients on) stays in torch: glow compiles inference
+    return aot_autograd(fw_compiler=fw_compiler, bw_compiler=_eager, decompositions=_decompositions)(gm, example_inputs)
+
+
+def _eager(gm, example_inputs):
+    from functorch.compile import make_boxed_func
+
+    return make_boxed_func(gm)
 
 
 def _is_weight(node, x) -> bool:

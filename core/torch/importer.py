@@ -110,6 +110,7 @@ class Importer:
             elif n.op == "get_attr":
                 self.env[n] = self.b.constant(to_numpy(_attr(self.gm, n.target)), n.target.replace(".", "_"))
             elif n.op == "output":
+                self.node = None  # errors from here on are the graph's, not the last call's
                 outputs = self._outputs(n.args[0])
             elif n.op != "placeholder":
                 raise Unsupported(f"FX node '{n.name}': {n.op} (a submodule call) cannot be imported")
@@ -353,4 +354,8 @@ def import_graph_module(gm, name: str = "torch", constants: dict | None = None) 
         where = f" at node '{imp.node.name}'" if imp.node is not None else ""
         key = target_key(imp.node.target) if imp.node is not None else "graph"
         raise UnsupportedOpError(f"{e}{where}", {_op_name(key): 1}) from None
+    except GlowError as e:  # a rule built a node glow's type checks refuse: say which ATen node
+        if imp.node is None or isinstance(e, UnsupportedOpError):
+            raise
+        raise type(e)(f"node '{imp.node.name}' ({_op_name(target_key(imp.node.target))}): {e}") from None
     return graph, imp.plan
