@@ -158,6 +158,42 @@ def test_half_precision_and_bool_outputs():
     on_glow(lambda x: (x + 1, torch.relu(x), x > 0), xh, rtol=1e-3, atol=1e-3)
 
 
+def test_bfloat16_model():
+    lin = nn.Linear(8, 8).to(torch.bfloat16)
+    on_glow(Fn(lambda x: (torch.relu(lin(x)) * 2, x.sum(-1)), lin), X.bfloat16(), rtol=2e-2, atol=2e-2)
+
+
+def test_tensors_cross_without_copies():
+    from glow.torch.runtime import feeds_for, from_numpy
+
+    t = torch.randn(3, 4)
+    assert np.shares_memory(feeds_for([("input", "x")], [t])["x"], t.numpy())
+    b = torch.randn(3, 4).bfloat16()
+    assert feeds_for([("input", "b")], [b])["b"].ctypes.data == b.data_ptr()
+    a = np.ones((2, 2), np.float32)
+    assert from_numpy(a).data_ptr() == a.ctypes.data
+
+
+def test_compile_bakes_weights_in_without_copying(monkeypatch):
+    import glow.torch.dynamo as dynamo
+
+    graphs = []
+    real = dynamo.import_graph_module
+
+    def spy(*a, **k):
+        got = real(*a, **k)
+        graphs.append(got[0])
+        return got
+
+    monkeypatch.setattr(dynamo, "import_graph_module", spy)
+    lin = nn.Linear(8, 4)
+    on_glow(Fn(lambda x: torch.relu(lin(x)) * 2, lin), X)
+    weight = lin.weight.detach().numpy()
+    (graph,) = graphs
+    assert any(np.shares_memory(c.data, weight) for c in graph.constants), "the weight was copied"
+    assert [v.type.shape for v in graph.inputs] == [(2, 6, 8)]  # x alone: weight and bias are constants
+
+
 def test_weights_are_constants_over_the_parameters_memory():
     lin = nn.Linear(8, 4).eval()
     ep = torch.export.export(lin, (torch.randn(2, 8),))
