@@ -43,6 +43,31 @@ def test_model_equals_eager(name):
     assert not eager, f"{name}: nodes left to torch: {eager}"
 
 
+class Masked(nn.Module):
+    """A transformers model called with a padding mask (its mask building: advanced indexing,
+    comparisons, where)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids, mask):
+        return self.model(input_ids=ids, attention_mask=mask)[0]
+
+
+@pytest.mark.parametrize("name", ["bert", pytest.param("llama", marks=pytest.mark.slow)])
+def test_padding_mask(name):
+    model = Masked(MODELS[name]()[0].model).eval()
+    ids = torch.randint(0, 128, (2, 8), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(2, 8, dtype=torch.int64)
+    mask[1, 5:] = 0
+    with torch.no_grad():
+        want = model(ids, mask)
+    got, (rep,) = run_compiled(model, (ids, mask))
+    assert_close(got, want)
+    assert not [n for n, _ in rep["nodes"] if n not in rep["glow"] and n not in rep["sizes"]]
+
+
 class Branchy(nn.Module):
     """A data-dependent branch: dynamo breaks the graph there and hands glow two graphs."""
 

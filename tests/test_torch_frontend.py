@@ -106,6 +106,12 @@ def test_creation_and_indexing():
     on_glow(Fn(fn, emb), X, IDX)
 
 
+def test_advanced_indexing_with_several_index_tensors():
+    i = torch.tensor([[0], [-1]])  # broadcasts against j, negative as torch counts
+    j = torch.tensor([[1, 5, -2]])
+    on_glow(lambda x: (x[i, j], x[:, i, j], x[i, :, j], x[i, j, torch.tensor(3)], x[1:, i[0], j] * 2), X)
+
+
 def test_matrix_products():
     lin = nn.Linear(8, 5)
     w = torch.randn(8, 3)

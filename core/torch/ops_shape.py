@@ -254,13 +254,32 @@ def _gather(cx, a):
 def _index(cx, a):
     idx = list(a["indices"])
     used = [i for i, t in enumerate(idx) if t is not None]
-    if len(used) != 1:
-        raise Unsupported("indexing with several index tensors")
-    k = used[0]
-    t = cx.meta(idx[k])
-    if t.dtype == torch.bool:
+    if any(cx.meta(idx[k]).dtype == torch.bool for k in used):
         raise Unsupported("indexing with a boolean mask (data-dependent shape)")
-    return cx.add("Gather", [cx.v(a["self"]), cx.operand(idx[k], dt.int64)], axis=k)
+    x = cx.v(a["self"])
+    if len(used) == 1:
+        return cx.add("Gather", [x, cx.operand(idx[used[0]], dt.int64)], axis=used[0])
+    # several index tensors: broadcast them together (adding zeros of each other's shape), stack
+    # them on a last axis and GatherND over the indexed dims moved to the front
+    ints = [cx.operand(idx[k], dt.int64) for k in used]
+    zero = cx.const(np.array(0, np.int64))
+    zeros = cx.add("Mul", [ints[0], zero])
+    for t in ints[1:]:
+        zeros = cx.add("Add", [zeros, cx.add("Mul", [t, zero])])
+    last = cx.const(np.array([-1], np.int64))
+    stacked = cx.add("Concat", [cx.add("Unsqueeze", [cx.add("Add", [t, zeros]), last]) for t in ints], axis=-1)
+    r = cx.rank(a["self"])
+    rest = [d for d in range(r) if d not in used]
+    if used != list(range(len(used))):
+        x = cx.add("Transpose", [x], perm=tuple(used + rest))
+    y = cx.add("GatherND", [x, stacked])
+    adjacent = used == list(range(used[0], used[0] + len(used)))
+    k = used[0]
+    if not adjacent or k == 0:  # torch puts the index dims first unless they are adjacent
+        return y
+    nb = len(cx.meta(cx.node).shape) - len(rest)  # the broadcast index shape's rank
+    perm = list(range(nb, nb + k)) + list(range(nb)) + list(range(nb + k, nb + len(rest)))
+    return cx.add("Transpose", [y], perm=tuple(perm))
 
 
 # -- creation ------------------------------------------------------------------------------------
