@@ -92,22 +92,28 @@ class Bessel(nn.Module):
         return torch.sigmoid(self.b(torch.special.bessel_j0(torch.relu(self.a(x)) + 1)))
 
 
-def test_graph_break_gives_two_glow_graphs():
+OPENCL = opencl_unavailable_reason()
+BACKENDS = ["cpu", pytest.param("opencl", marks=[pytest.mark.opencl, pytest.mark.skipif(
+    OPENCL is not None, reason=f"no OpenCL: {OPENCL}")])]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_graph_break_gives_two_glow_graphs(backend):
     torch.manual_seed(0)
     m, x = Branchy().eval(), torch.randn(3, 8)
     with torch.no_grad():
         for sign in (1, -1):  # both branches
-            with torch.no_grad():
-                m.a.bias.fill_(5.0 * sign)
-            got, reports = run_compiled(m, (x,))
+            m.a.bias.fill_(5.0 * sign)
+            got, reports = run_compiled(m, (x,), options={"backend": backend})
             assert_close(got, m(x))
             assert len(reports) == 2 and all(r["glow"] for r in reports)
 
 
-def test_unsupported_op_runs_eager_and_explain_says_why():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_unsupported_op_runs_eager(backend):
     torch.manual_seed(0)
     m, x = Bessel().eval(), torch.randn(3, 8)
-    got, reports = run_compiled(m, (x,))
+    got, reports = run_compiled(m, (x,), options={"backend": backend})
     with torch.no_grad():
         assert_close(got, m(x))
     (rep,) = reports
@@ -116,6 +122,10 @@ def test_unsupported_op_runs_eager_and_explain_says_why():
     assert {"addmm", "addmm_1"} <= set(rep["glow"])  # both linears on glow, in two partitions
     assert len(set(rep["glow"].values())) == 2
 
+
+def test_explain_says_what_ran_where_and_why():
+    torch.manual_seed(0)
+    m, x = Bessel().eval(), torch.randn(3, 8)
     e = glow.torch.explain(m, x)
     rows = {r[1]: r for r in e.nodes}
     assert rows["special_bessel_j0"][3] == "eager" and "no glow rule" in rows["special_bessel_j0"][4]
@@ -162,7 +172,7 @@ def test_dynamic_sizes_do_not_recompile_per_size():
 
 
 @pytest.mark.opencl
-@pytest.mark.skipif(opencl_unavailable_reason() is not None, reason=f"no OpenCL: {opencl_unavailable_reason()}")
+@pytest.mark.skipif(OPENCL is not None, reason=f"no OpenCL: {OPENCL}")
 @pytest.mark.parametrize("name", ["bert", "mobilenet"])
 def test_model_on_opencl(name):
     model, args = MODELS[name]()
