@@ -209,6 +209,12 @@ def test_weights_are_constants_over_the_parameters_memory():
     assert any(np.shares_memory(c.data, weight) for c in graph.constants), "the weight was copied"
 
 
+def test_glow_torch_is_reachable_from_import_glow():
+    code = ("import sys, glow; assert callable(glow.torch.explain) and callable(glow.torch.compile_exported); "
+            "assert callable(glow.torch.backend)")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_import_glow_does_not_import_torch():
     code = ("import sys, glow, glow.torch, numpy as np; from glow.graph import GraphBuilder; "
             "from glow import dtypes as dt; b = GraphBuilder('g'); x = b.input('x', dt.tensor((2,), 'float32')); "
