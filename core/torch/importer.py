@@ -308,6 +308,10 @@ class Importer:
         if not isinstance(val, torch.Tensor) and not (isinstance(val, (tuple, list)) and val
                                                       and isinstance(val[0], torch.Tensor)):
             return "computes a size or a Python value (left to torch)"
+        vals = [meta_val(a) for a in n.all_input_nodes] + (list(val) if isinstance(val, (tuple, list)) else [val])
+        devices = {v.device.type for v in vals if isinstance(v, torch.Tensor)}
+        if devices - {"cpu"}:  # glow takes host memory: a CUDA model's tensors stay with torch
+            return f"tensors on {', '.join(sorted(devices - {'cpu'}))} (glow.torch runs CPU tensors)"
         probe = Importer(None, "probe")
         try:
             for arg in n.all_input_nodes:
