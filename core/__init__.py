@@ -30,6 +30,10 @@ def __getattr__(name):
         from .onnx_import import load_onnx
 
         return load_onnx
+    if name == "torch":  # the PyTorch frontend (docs/pytorch.md); torch itself loads when it is used
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
     if name in ("Generator", "generate"):
         from . import generation as gen
 

@@ -6,7 +6,7 @@ import os
 import sys
 
 from .backend import CompileOptions, Executable
-from .errors import BackendError, GlowError, InputError, internal_errors
+from .errors import BackendError, GlowError, InputError, ModelLoadError, internal_errors
 from .flow import compile_for_backend, compiling
 from .graph import Graph
 from .plugins import registry
@@ -20,13 +20,34 @@ def available_backends() -> list[str]:
 def as_graph(model) -> Graph:
     if isinstance(model, Graph):
         return model
+    # torch (seconds to import) is only looked at if the caller has loaded it: an ExportedProgram means it is
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(model, torch.export.ExportedProgram):
+        from .torch.export import import_exported
+
+        return import_exported(model)
+    if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".pt2"):
+        return load_pt2(model)
     # onnx (over a second to import) loads only with a model to read; a ModelProto means it is loaded
     onnx = sys.modules.get("onnx")
     if isinstance(model, (str, os.PathLike, bytes)) or (onnx is not None and isinstance(model, onnx.ModelProto)):
         from .onnx_import import load_onnx
 
         return load_onnx(model)
-    raise TypeError(f"expected a Graph, an ONNX ModelProto or a path, got {type(model).__name__}")
+    raise TypeError(f"expected a Graph, an ONNX ModelProto, a torch.export.ExportedProgram or a path, "
+                    f"got {type(model).__name__}")
+
+
+def load_pt2(path) -> Graph:
+    """A torch.export `.pt2` file as a Graph; needs torch (the `[torch]` extra)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise ModelLoadError(f"{os.fspath(path)}: a torch.export program; reading it needs torch "
+                             "(pip install glow-compiler[torch])") from None
+    from .torch.export import load_pt2 as load
+
+    return load(path)
 
 
 def load(path, *, threads: int | None = None) -> Executable:

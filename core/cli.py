@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run MODEL (once, or --repeat N times). Without --inputs, inputs are "
                        "made from a fixed seed. Reports the backend, the compile time and the run time "
                        "on stderr; the outputs' summary goes to stdout.")
-    r.add_argument("model", help="path to an .onnx file")
+    r.add_argument("model", help="path to an .onnx file (or a torch.export .pt2, with torch installed)")
     r.add_argument("--backend", "-b", default=None, help="backend name (default: best available)")
     r.add_argument("--native", choices=["floor", "all"], default=None,
                    help="restrict the backend's native ops ('floor': lower everything to primitives)")
@@ -370,7 +370,6 @@ def cmd_bench(args) -> int:
 def cmd_run(args) -> int:
     from . import api
     from .inputs import make_inputs
-    from .onnx_import import load_onnx
     from .plugins import registry
     from .progress import Phases
 
@@ -400,7 +399,7 @@ def cmd_run(args) -> int:
         t0 = time.perf_counter()
         exe = api.load(args.model, threads=args.threads) if saved else None  # nothing to compile
         compile_s = time.perf_counter() - t0
-        graph = exe.graph if saved else load_onnx(args.model)
+        graph = exe.graph if saved else api.as_graph(args.model)  # ONNX, or a torch.export .pt2
         if args.inputs:
             feeds = _load_inputs(args.inputs, graph)
         else:
