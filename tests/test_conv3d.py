@@ -48,16 +48,20 @@ def conv3d_model(case, *, bias=True, weights_input=False, dtype=T.FLOAT):
 BACKENDS = [("cpu", None), ("cpu", "floor"), ("opencl", None)]
 
 
-@pytest.mark.parametrize("backend,native", BACKENDS)
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_conv3d_equals_the_reference(case, backend, native):
+def check_backend(model, feeds, backend, native, rtol, atol):
+    """The backend's output equals the reference's (skipped where the backend is unavailable)."""
     if backend_unavailable(backend):
         pytest.skip(f"{backend} unavailable")
-    model, feeds = conv3d_model(case)
     want = glow.compile(model, backend="reference").run(feeds)["y"]
     got = glow.compile(model, backend=backend, native=native, strict=True).run(feeds)["y"]
     assert got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("backend,native", BACKENDS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_conv3d_equals_the_reference(case, backend, native):
+    check_backend(*conv3d_model(case), backend, native, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("variant", ["no-bias", "weights-input", "float16"])
@@ -98,17 +102,12 @@ POOLS = {
 @pytest.mark.parametrize("backend,native", BACKENDS)
 @pytest.mark.parametrize("case", sorted(POOLS))
 def test_pool3d_equals_the_reference(case, backend, native):
-    if backend_unavailable(backend):
-        pytest.skip(f"{backend} unavailable")
     op, xs, attrs = POOLS[case]
     graph = h.make_graph([h.make_node(op, ["x"], ["y"], **attrs)], "pool3d",
                          [h.make_tensor_value_info("x", T.FLOAT, xs)], [h.make_tensor_value_info("y", T.FLOAT, None)])
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 19)])
     feeds = {"x": np.random.default_rng(1).standard_normal(xs).astype(np.float32)}
-    want = glow.compile(model, backend="reference").run(feeds)["y"]
-    got = glow.compile(model, backend=backend, native=native, strict=True).run(feeds)["y"]
-    assert got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    check_backend(model, feeds, backend, native, rtol=1e-5, atol=1e-6)
 
 
 #: (x shape, weight shape [C, M/group, k...], attributes): transposed convolutions, lowered as one
@@ -131,8 +130,6 @@ TRANSPOSED = {
 @pytest.mark.parametrize("backend,native", BACKENDS)
 @pytest.mark.parametrize("case", sorted(TRANSPOSED))
 def test_conv_transpose_equals_the_reference(case, backend, native):
-    if backend_unavailable(backend):
-        pytest.skip(f"{backend} unavailable")
     xs, ws, attrs = TRANSPOSED[case]
     rng = np.random.default_rng(2)
     w = (rng.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))).astype(np.float32)
@@ -142,8 +139,4 @@ def test_conv_transpose_equals_the_reference(case, backend, native):
                          [h.make_tensor_value_info("y", T.FLOAT, None)],
                          [nh.from_array(w, "w"), nh.from_array(bias, "b")])
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
-    feeds = {"x": rng.standard_normal(xs).astype(np.float32)}
-    want = glow.compile(model, backend="reference").run(feeds)["y"]
-    got = glow.compile(model, backend=backend, native=native, strict=True).run(feeds)["y"]
-    assert got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    check_backend(model, {"x": rng.standard_normal(xs).astype(np.float32)}, backend, native, rtol=1e-4, atol=1e-5)
