@@ -10,6 +10,9 @@ it (graph.Value), not once per compile.
 
 from __future__ import annotations
 
+import mmap
+import tempfile
+
 import numpy as np
 
 ALIGN = 64
@@ -54,3 +57,24 @@ def frozen(a: np.ndarray) -> np.ndarray:
         b.flags.writeable = False
         b = b.base
     return a
+
+
+def spilled(data, dtype, shape) -> np.ndarray | None:
+    """`data` (a contiguous buffer: the proto's raw bytes, a fresh array) as a read-only array
+    over an unlinked temporary file's pages, or None where no such file can be made.
+
+    A weight there is like an external-data weight mapped from its file: once a backend has packed
+    a copy of it (every convolution's and GEMM's weights on cpu), its pages are dropped from the
+    process (backends/cpu/shared_weights.drop_pages) and stay in the page cache, clean once written
+    back, which the OS reclaims as it needs; a later read (a new input signature, a profile) maps
+    them again. An anonymous array would hold the same bytes a second time for the program's
+    lifetime. The file goes away when its last mapping does."""
+    view = memoryview(data).cast("B")
+    try:
+        with tempfile.TemporaryFile(prefix="glow-weights-") as f:
+            f.write(view)
+            f.flush()
+            m = mmap.mmap(f.fileno(), view.nbytes, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # no writable temporary directory, a full disk: memory instead
+        return None
+    return np.frombuffer(m, np.dtype(dtype)).reshape(shape)

@@ -23,7 +23,7 @@ import onnx
 from onnx import AttributeProto, numpy_helper
 
 from . import dtypes as dt
-from .aligned import ALIGN_MIN_BYTES, aligned_empty, frozen
+from .aligned import ALIGN_MIN_BYTES, aligned_empty, frozen, spilled
 from .errors import GlowError, GraphError, ModelLoadError, UnsupportedOpError, internal_errors, warn
 from .fileio import map_regular_file, read_regular_file
 from .graph import Graph, GraphBuilder, Value
@@ -176,17 +176,21 @@ class Importer:
 
     @staticmethod
     def _decoded(t: onnx.TensorProto) -> np.ndarray:
-        """The tensor's array; a large one's raw bytes go straight into aligned memory (glow.aligned:
-        a backend can then read it where it lies, and no second copy is made to align it)."""
+        """The tensor's array; a large one's raw bytes go straight into a temporary file's pages
+        (glow.aligned.spilled: dropped from memory once a backend has packed its copy, as an
+        external-data weight's are), else into aligned memory (glow.aligned: a backend can read
+        it where it lies, and no second copy is made to align it)."""
         np_type = _PLAIN_TYPES.get(t.data_type)
         if np_type is None or len(t.raw_data) < ALIGN_MIN_BYTES or sys.byteorder != "little":
             return numpy_helper.to_array(t)
-        raw = np.frombuffer(t.raw_data, np.uint8)
+        raw = t.raw_data
         dims = tuple(t.dims)
-        if raw.size != int(np.prod(dims, dtype=np.int64)) * np.dtype(np_type).itemsize:
+        if len(raw) != int(np.prod(dims, dtype=np.int64)) * np.dtype(np_type).itemsize:
             return numpy_helper.to_array(t)  # its own error for a wrong size
-        out = aligned_empty(dims, np_type)
-        out.reshape(-1).view(np.uint8)[:] = raw
+        out = spilled(raw, np_type, dims)
+        if out is None:
+            out = aligned_empty(dims, np_type)
+            out.reshape(-1).view(np.uint8)[:] = np.frombuffer(raw, np.uint8)
         return out
 
     def _load_external(self, t: onnx.TensorProto, np_type=None):

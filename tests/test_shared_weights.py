@@ -200,3 +200,31 @@ def test_a_folded_weight_is_aligned_and_read_where_it_lies():
     table = next(v.data for v in exe.graph.constants if v.data.shape == (VOCAB, K))
     assert table.__array_interface__["data"][0] % 64 == 0 and shared_weights.immutable(table)
     assert table.__array_interface__["data"][0] in {a.__array_interface__["data"][0] for _, a, _ in exe.program.shared}
+
+
+def test_large_weights_live_in_a_temporary_files_pages(monkeypatch):
+    """An imported weight of 1 MiB or more, and a folded one, are read-only arrays over an unlinked
+    temporary file (glow.aligned.spilled): once packed, their pages leave the process, as an
+    external-data weight's do. Where no such file can be made they are plain aligned memory, and
+    the results are the same."""
+    from glow.onnx_import import load_onnx
+
+    model, w, table = _model((1, 3))
+    feeds = {"ids": np.array([[4, 0, 9]])}
+    want = table[feeds["ids"]] @ w
+    graph = load_onnx(model)
+    arrays = {v.name: v.data for v in graph.constants}
+    assert all(shared_weights.file_backed(arrays[n]) for n in ("w", "table"))
+    np.testing.assert_array_equal(arrays["w"], w)
+    np.testing.assert_allclose(glow.compile(graph, backend="cpu").run(feeds)["y"], want, rtol=1e-4, atol=1e-4)
+
+    import tempfile
+
+    def no_file(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", no_file)
+    graph = load_onnx(model)
+    arrays = {v.name: v.data for v in graph.constants}
+    assert not shared_weights.file_backed(arrays["w"]) and arrays["w"].ctypes.data % 64 == 0
+    np.testing.assert_allclose(glow.compile(graph, backend="cpu").run(feeds)["y"], want, rtol=1e-4, atol=1e-4)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..aligned import frozen
+from ..aligned import ALIGN_MIN_BYTES, frozen, spilled
 from ..graph import Graph
 from ..rewrite import rebuild
 from .base import Pass
@@ -63,9 +63,14 @@ def _fits(value, old) -> bool:
 def _own(value: np.ndarray, ins) -> np.ndarray:
     """A folded value made read-only down to its memory where that memory is the reference's new
     array (not a view of an input's, whose owner may write it): the cpu backend then reads a large
-    one where it lies instead of copying it (glow.aligned)."""
+    one where it lies instead of copying it; a large one goes to a temporary file's pages, whose
+    memory is given back once a backend has packed its copy (glow.aligned.spilled)."""
     if any(v is not None and v.data is not None and np.may_share_memory(value, v.data) for v in ins):
         return value
+    if value.nbytes >= ALIGN_MIN_BYTES and not value.dtype.hasobject:
+        out = spilled(np.ascontiguousarray(value), value.dtype, value.shape)
+        if out is not None:
+            return out
     return frozen(value)
 
 
