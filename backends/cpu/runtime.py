@@ -30,7 +30,7 @@ from glow.ir import build_ir, plan_memory
 from glow.ir.instr import ALIGNMENT
 from glow.ops.index import site_id
 
-from . import abi, jit
+from . import abi, jit, shared_weights
 from .abi import check_index_errors
 from .pool import ThreadChoice, get_pool
 
@@ -80,6 +80,7 @@ class NativeProgram:
         self.module_text, weights, sync_bytes, shared = codegen.generate(fn, plan)
         t2 = time.perf_counter()
         module = jit.CompiledModule(self.module_text)
+        shared_weights.trim_heap()
         t3 = time.perf_counter()
         # compile seconds by phase: IR (build_ir, memory plan), codegen (LLVM IR text), LLVM
         # (wall; llvm_*_s are summed over the objects compiled, on several threads), load

@@ -245,6 +245,14 @@ def _libc_loaded() -> bool:
     return bool(_libc)
 
 
+def trim_heap() -> None:
+    """Give the C heap's free memory back to the OS (glibc's malloc_trim): compiling leaves LLVM's
+    freed modules and IR text there, which the allocator would otherwise keep resident for the
+    process's life (ResNet-50: 158 MiB of heap after its compile). Elsewhere nothing happens."""
+    if _libc_loaded() and hasattr(_libc, "malloc_trim"):
+        _libc.malloc_trim(ctypes.c_size_t(0))
+
+
 def held_bytes() -> int:
     """Bytes of the shared copies alive now (arrays that are the graph's own are not counted)."""
     with _LOCK:
