@@ -72,6 +72,13 @@ EPILOGUE_PRODUCER = "epilogue-producer"
 #: onnxruntime-genai shares them): its kernels write only the new rows, and read past rows before
 #: anything overwrites them (glow.ir.aliasable).
 CACHE_UPDATE = "cache-update"
+#: Each output element is a sum of many terms (products of the inputs). Its rounding error scales
+#: with the size of the terms, not of the element: where the terms cancel (a DFT of a symmetric
+#: signal, a matrix product of signed values) an exact 0 comes out as noise of a few units in the
+#: last place of the output's large values, whichever order the sum runs in. The conformance kit
+#: compares such outputs with an absolute tolerance scaled by the output's magnitude
+#: (glow.testing.compare.accumulated_atol).
+ACCUMULATES = "accumulates"
 
 ATTR_KINDS = ("int", "float", "string", "ints", "floats", "strings", "tensor", "tensors", "graph",
               "graphs", "dtype", "type")

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import BackendError, GlowError, LoweringError, ModelLoadError, UnsupportedOpError
-from .compare import mismatch, to_array
+from .compare import accumulates, mismatch, to_array
 from .conformance_report import SECTIONS, Report
 from .op_records import In, OpRecord
 
@@ -191,7 +191,8 @@ class Kit:
             exe = self._compile(graph, optimize=False)  # the node itself, not what the optimiser makes of it
         except Exception as e:  # noqa: BLE001
             return "fail", f"compile: {_err(e)}"
-        return _compare_run(exe, [(feeds, list(expected.values()))], list(expected), rec.rtol, rec.atol)
+        return _compare_run(exe, [(feeds, list(expected.values()))], list(expected), rec.rtol, rec.atol,
+                            accumulates(rec.op))
 
     def _run_node_case(self, case):
         if case.name in self.oracle_fails:
@@ -208,7 +209,8 @@ class Kit:
         names = [i.name for i in case.model.graph.input if i.name not in init]
         sets = [({n: to_array(x) for n, x in zip(names, ins)}, [to_array(e) for e in outs])
                 for ins, outs in case.data_sets]
-        return _compare_run(exe, sets, [o.name for o in case.model.graph.output], case.rtol, case.atol)
+        return _compare_run(exe, sets, [o.name for o in case.model.graph.output], case.rtol, case.atol,
+                            accumulates(case.model))
 
     def _run_model(self, case):
         import glow
@@ -235,14 +237,14 @@ class Kit:
         return status, (how if status == "pass" else f"{how}: {detail}")
 
 
-def _compare_run(exe, data_sets, out_names, rtol, atol):
+def _compare_run(exe, data_sets, out_names, rtol, atol, accumulated=False):
     for feeds, expected in data_sets:
         try:
             got = exe.run(feeds)
         except Exception as e:  # noqa: BLE001
             return "fail", f"run: {_err(e)}"
         for name, exp in zip(out_names, expected):
-            m = mismatch(exp, got.get(name), rtol, atol, name)
+            m = mismatch(exp, got.get(name), rtol, atol, name, accumulated=accumulated)
             if m:
                 return "fail", m
     return "pass", ""
