@@ -10,6 +10,7 @@ from .errors import (
     GraphError,
     InputError,
     InternalError,
+    KernelNotWrittenError,
     LoweringError,
     ModelLoadError,
     UnsupportedOpError,
@@ -39,7 +40,8 @@ def __getattr__(name):
 
 __all__ = [
     "API_VERSION", "Backend", "BackendError", "CompileOptions", "Device", "Executable", "GlowError",
-    "GlowWarning", "Graph", "GraphBuilder", "GraphError", "InputError", "InternalError", "LoweringError",
+    "GlowWarning", "Graph", "GraphBuilder", "GraphError", "InputError", "InternalError", "KernelNotWrittenError",
+    "LoweringError",
     "ModelLoadError", "Node", "Profile", "ProfileRecord", "TensorInfo", "UnsupportedOpError", "Value",
     "Generator", "available_backends", "compile", "dtypes", "generate", "hookimpl", "load",
     "load_onnx", "quantize", "quantize_weights", "run_graph",

@@ -230,7 +230,7 @@ def _backend_author_commands(sub):
     nb = sub.add_parser("new-backend", help="scaffold a backend plugin package (glow-backend-NAME)",
                         description="Write glow-backend-NAME/: a pip-installable backend package with its "
                         "entry point, a support predicate, the floor kernels stubbed (each raising "
-                        "NotImplementedError), tests wired to the conformance kit and a README.")
+                        "glow.KernelNotWrittenError), tests wired to the conformance kit and a README.")
     nb.add_argument("name", help="backend name: lower-case letters and digits, words joined by - or _")
     nb.add_argument("--dir", default=".", help="folder to create the package in (default: here)")
     nb.set_defaults(func=cmd_new_backend)

@@ -3,7 +3,7 @@
 The package is made from the templates in `glow/templates/new_backend` (a `.tmpl` file per output
 file, `$name`-style placeholders; `package/` becomes the import package). Its kernels module is
 generated from the op table: one stub per floor primitive, with the op's inputs as parameters and
-its attributes as keyword-only parameters, each raising a NotImplementedError that names the op
+its attributes as keyword-only parameters, each raising a glow.KernelNotWrittenError that names the op
 and the file to write it in. Installed as is, the package is found by glow and its tests run the
 conformance kit, which reports every kernel still missing.
 """

@@ -93,6 +93,36 @@ def test_wrong_kernels_fail_with_the_first_mismatch(wrong):
     assert "Most common failures" in report.to_text()
 
 
+def test_kernels_not_written_are_grouped_in_the_order_that_passes_the_most_checks():
+    from glow.testing.conformance import Check, Result
+    from glow.testing.conformance_report import Report
+
+    def held(i, missing, needs):
+        return Result(Check("records", f"c{i}", "X"), "fail", f"x: the kernel for '{missing}' is not written yet",
+                      missing=missing, needs=needs)
+
+    results = [held(1, "A", ("A", "Identity")), held(2, "B", ("A", "B")), held(3, "B", ("B",)), held(4, "B", ("B",)),
+               held(5, "C", ("A", "C")), Result(Check("records", "c6", "Y"), "pass")]
+    report = Report("x", results)
+    # B alone passes c3, c4; then A passes c1 and c2; C last passes c5
+    assert report.not_written() == [{"op": "B", "unlocks": 2, "needed_by": 3},
+                                    {"op": "A", "unlocks": 2, "needed_by": 3},
+                                    {"op": "C", "unlocks": 1, "needed_by": 1}]
+    text = report.to_text()
+    assert "3 kernel(s) not written yet (5 check(s) fail for want of them): B, A, C" in text
+    assert "Most common failures" not in text and "Failures (" not in text
+    assert report.to_json()["not_written"][0]["op"] == "B"
+
+
+def test_failures_of_one_kind_are_counted_together_whatever_the_graph_is_called():
+    from glow.testing.conformance import Check, Result
+    from glow.testing.conformance_report import Report
+
+    results = [Result(Check("nodes", f"test_{i}", "Abs"), "fail", f"run: InternalError: glow bug: running graph "
+                      f"'test_{i}' on X failed in node 'n{i}' (op Abs): ValueError: boom") for i in range(3)]
+    assert "    3 x run: InternalError: glow bug: running graph '…' on X failed in node '…'" in Report("x", results).to_text()
+
+
 def test_known_failures_are_expected_and_must_keep_failing(wrong, tmp_path):
     path = tmp_path / "known.txt"
     path.write_text("Relu-2x3  # abs instead of max\nRelu-0x3  # listed but passes\n")

@@ -53,9 +53,10 @@ def test_kernels_are_the_floor_stubbed_with_clear_errors(demo):
     from glow_backend_my_npu.kernels import KERNELS
 
     assert set(KERNELS) == FLOOR
-    with pytest.raises(NotImplementedError, match=r"glow-backend-my-npu: the kernel for 'Exp' is not "
-                       r"implemented yet \(write it in glow_backend_my_npu/kernels.py\)"):
+    with pytest.raises(glow.KernelNotWrittenError, match=r"glow-backend-my-npu: the kernel for 'Exp' is not "
+                       r"written yet \(write it in glow_backend_my_npu/kernels.py\)") as e:
         KERNELS["Exp"](np.zeros(3, np.float32))
+    assert e.value.op == "Exp" and isinstance(e.value, NotImplementedError)
     x = np.arange(3.0)
     assert KERNELS["Identity"](x) is x
     _, table, count = floor_kernel_stubs()
@@ -68,11 +69,17 @@ def test_the_generated_backend_runs_what_it_has_and_names_what_it_lacks(demo):
     report = run_conformance("my-npu", sections=["records"], pattern=r"^(Identity|Add|Max)-")
     status = {r.check.id: r for r in report.results}
     assert status["Identity-2d"].status == "pass"
-    assert status["Add-2x3-2x3"].status == "fail"
-    assert "NotImplementedError: glow-backend-my-npu: the kernel for 'Add'" in status["Add-2x3-2x3"].detail
+    assert status["Add-2x3-2x3"].status == "fail" and status["Add-2x3-2x3"].missing == "Add"
+    assert status["Add-2x3-2x3"].detail.startswith("glow-backend-my-npu: the kernel for 'Add' is not written yet")
     # The predicate claims the floor's forms only: binary Max, not the n-ary form (which lowers to it).
     assert status["Max-2x3-2x3"].status == "fail" and "'Max'" in status["Max-2x3-2x3"].detail
     assert "Max-variadic-3" not in status
+    # A stub is the author's work in progress: grouped by kernel, never called a glow bug.
+    text = report.to_text()
+    assert "glow bug" not in text and "InternalError" not in text and "Most common failures" not in text
+    assert "2 kernel(s) not written yet" in text and "Write them in this order" in text
+    order = [k["op"] for k in report.not_written()]
+    assert sorted(order) == ["Add", "Max"]
 
 
 def test_bad_names_and_existing_folders_are_refused(tmp_path):

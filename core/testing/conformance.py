@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import BackendError, GlowError, LoweringError, ModelLoadError, UnsupportedOpError
+from ..errors import BackendError, GlowError, KernelNotWrittenError, LoweringError, ModelLoadError, UnsupportedOpError
 from .compare import accumulates, mismatch, to_array
 from .conformance_report import SECTIONS, Report
 from .op_records import In, OpRecord
@@ -65,11 +65,18 @@ class Result:
     status: str  # pass | fail | known | skip
     detail: str = ""
     seconds: float = 0.0
+    #: A failure for want of a kernel (glow.KernelNotWrittenError): its op, and the ops of the graph
+    #: the backend was given (so the report can tell which missing kernels the check needs).
+    missing: str = ""
+    needs: tuple = ()
 
     def to_json(self) -> dict:
         c = self.check
-        return {"section": c.section, "id": c.id, "op": c.op, "dtype": c.dtype, "status": self.status,
-                "detail": self.detail, "seconds": round(self.seconds, 4)}
+        out = {"section": c.section, "id": c.id, "op": c.op, "dtype": c.dtype, "status": self.status,
+               "detail": self.detail, "seconds": round(self.seconds, 4)}
+        if self.missing:
+            out.update(missing=self.missing, needs=list(self.needs))
+        return out
 
 
 class Kit:
@@ -165,13 +172,13 @@ class Kit:
         run = {"records": self._run_record, "nodes": self._run_node_case, "models": self._run_model}
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            status, detail = run[check.section](check.subject)
+            status, detail, *missing = run[check.section](check.subject)
         reason = self.known.get(check.id)
         if reason is not None and status == "fail":
-            status, detail = "known", f"{reason} ({detail})"
+            status, detail, missing = "known", f"{reason} ({detail})", []
         elif reason is not None and status == "pass":
             status, detail = "fail", f"listed as a known failure ({reason}) but passes: remove it from the list"
-        return Result(check, status, detail, time.perf_counter() - t0)
+        return Result(check, status, detail, time.perf_counter() - t0, *missing)
 
     def _compile(self, model, **kw):
         import glow
@@ -230,17 +237,19 @@ class Kit:
         except Exception as e:  # noqa: BLE001
             return "fail", f"compile: {_err(e)}"
         names = [o.name for o in case.load().graph.output]
-        status, detail = _compare_run(exe, case.data_sets, names, case.rtol, case.atol)
+        status, detail, *missing = _compare_run(exe, case.data_sets, names, case.rtol, case.atol)
         close = getattr(exe, "close", None)
         if callable(close):
             close()
-        return status, (how if status == "pass" else f"{how}: {detail}")
+        return status, (how if status == "pass" else f"{how}: {detail}"), *missing
 
 
 def _compare_run(exe, data_sets, out_names, rtol, atol, accumulated=False):
     for feeds, expected in data_sets:
         try:
             got = exe.run(feeds)
+        except KernelNotWrittenError as e:  # the author's work in progress: grouped by op in the report
+            return "fail", str(e), e.op, _graph_ops(exe)
         except Exception as e:  # noqa: BLE001
             return "fail", f"run: {_err(e)}"
         for name, exp in zip(out_names, expected):
@@ -248,6 +257,13 @@ def _compare_run(exe, data_sets, out_names, rtol, atol, accumulated=False):
             if m:
                 return "fail", m
     return "pass", ""
+
+
+def _graph_ops(exe) -> tuple:
+    """The ops of the graph a single-backend executable runs (its backend's kernels); () for a
+    partitioned one."""
+    graph = None if getattr(exe, "placement", None) is not None else getattr(exe, "graph", None)
+    return tuple(sorted({n.op.name for n in graph.nodes})) if graph is not None else ()
 
 
 def _err(e: BaseException) -> str:
@@ -340,8 +356,7 @@ def _run_in_processes(kit: Kit, checks: list[Check], jobs: int, progress) -> lis
         futures = {pool.submit(_worker_run, checks[i].section, checks[i].id): i for i in order}
         for done, fut in enumerate(as_completed(futures), 1):
             i = futures[fut]
-            status, detail, seconds = fut.result()
-            results[i] = Result(checks[i], status, detail, seconds)
+            results[i] = Result(checks[i], *fut.result())
             if progress:
                 progress(done, len(checks), checks[i])
     return results
@@ -359,7 +374,7 @@ def _worker_run(section: str, check_id: str):
     if section not in _WORKER:
         _WORKER[section] = {c.id: c for c in kit.collect([section])}
     r = kit.run(_WORKER[section][check_id])
-    return r.status, r.detail, r.seconds
+    return r.status, r.detail, r.seconds, r.missing, r.needs
 
 
 def read_known_failures(path: str) -> dict[str, str]:
