@@ -120,7 +120,8 @@ def test_failures_of_one_kind_are_counted_together_whatever_the_graph_is_called(
 
     results = [Result(Check("nodes", f"test_{i}", "Abs"), "fail", f"run: InternalError: glow bug: running graph "
                       f"'test_{i}' on X failed in node 'n{i}' (op Abs): ValueError: boom") for i in range(3)]
-    assert "    3 x run: InternalError: glow bug: running graph '…' on X failed in node '…'" in Report("x", results).to_text()
+    text = Report("x", results).to_text()
+    assert "    3 x run: InternalError: glow bug: running graph '…' on X failed in node '…'" in text
 
 
 def test_known_failures_are_expected_and_must_keep_failing(wrong, tmp_path):
