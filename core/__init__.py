@@ -2,7 +2,17 @@
 
 from . import dtypes
 from .api import available_backends, compile, load
-from .backend import API_VERSION, Backend, CompileOptions, Device, Executable, Profile, ProfileRecord, TensorInfo
+from .backend import (
+    API_VERSION,
+    BACKEND_API,
+    Backend,
+    CompileOptions,
+    Device,
+    Executable,
+    Profile,
+    ProfileRecord,
+    TensorInfo,
+)
 from .errors import (
     BackendError,
     GlowError,
@@ -39,7 +49,7 @@ def __getattr__(name):
 
 
 __all__ = [
-    "API_VERSION", "Backend", "BackendError", "CompileOptions", "Device", "Executable", "GlowError",
+    "API_VERSION", "BACKEND_API", "Backend", "BackendError", "CompileOptions", "Device", "Executable", "GlowError",
     "GlowWarning", "Graph", "GraphBuilder", "GraphError", "InputError", "InternalError", "KernelNotWrittenError",
     "LoweringError",
     "ModelLoadError", "Node", "Profile", "ProfileRecord", "TensorInfo", "UnsupportedOpError", "Value",

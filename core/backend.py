@@ -19,9 +19,16 @@ from .errors import BackendError, InputError, InternalError, internal_errors
 from .graph import Graph, Node
 from .interpreter import check_inputs
 
-#: The plugin API version this glow speaks. A backend states the version it was written for in
-#: `Backend.api_version`; one with a different major version is listed unavailable.
-API_VERSION = "1.0"
+#: The backend API this glow speaks: the contract of `Backend`, `Executable` and the hooks in
+#: glow.hookspecs. A backend states the version it was built for in `Backend.api_version`;
+#: discovery (glow.plugins) lists one built for an API outside OLDEST_BACKEND_API..BACKEND_API as
+#: unavailable, with the reason. docs/backends.md says what each version changed.
+BACKEND_API = 2
+#: The oldest backend API this glow still runs: API 2 only added to API 1 (declared hooks, a
+#: known-failures file, KernelNotWrittenError), so plugins built for API 1 work unchanged.
+OLDEST_BACKEND_API = 1
+#: BACKEND_API as the "major.minor" text API 1 used (`api_version = glow.API_VERSION`).
+API_VERSION = f"{BACKEND_API}.0"
 
 
 @dataclass(frozen=True)
@@ -322,15 +329,23 @@ class Backend:
     """Subclass this to add a device type. Only `name` and `compile` are required.
 
     The whole contract glow relies on is declared here (nothing else is looked up by name):
-    `name`, `api_version`, `priority`, `description`, `options`, `specialises_shapes`;
-    `check_available`, `devices`, `supports`, `defers`, `native_ops`, `fusions`, `transform_graph`,
-    `warm_up`, `compile`; for multi-device runs `to_device` / `to_host` (with
-    `Executable.run_device`, and `handle_kind`); for devices named by the backend at run time, or
-    served elsewhere, `find_device` and `bind` (glow.backends.ray); for saved executables
-    `load_saved` (with `Executable._saved_state`); for ahead-of-time bundles `bundle`."""
+    `name`, `api_version`, `priority`, `description`, `options`, `specialises_shapes`,
+    `known_failures`; `check_available`, `devices`, `supports`, `defers`, `native_ops`,
+    `fusions`, `transform_graph`, `warm_up`, `compile`; for multi-device runs `to_device` /
+    `to_host` (with `Executable.run_device`, and `handle_kind`); for devices named by the backend
+    at run time, or served elsewhere, `find_device`, `bind` and `compile_remote` (glow.backends.
+    ray); for saved executables `load_saved` (with `Executable._saved_state`); for ahead-of-time
+    bundles `bundle`. A plugin's backends are instances of this class (discovery refuses others)."""
 
     name: str = ""
-    api_version: str = API_VERSION
+    #: The backend API this backend was built for (`glow.BACKEND_API` when it was written: the
+    #: scaffold writes it). None, not declaring one, is taken as API 1, the last version in which
+    #: declaring was optional; a version this glow cannot run makes the backend unavailable.
+    api_version: int | None = None
+    #: The conformance kit's expected failures of this backend: a path to a file of
+    #: `check id  # reason` lines (the scaffold ships an empty `known_failures.txt` beside its
+    #: backend module); None: none. glow's own lists (glow/testing/known_failures) are read too.
+    known_failures: str | None = None
     #: The default backend (no backend named: `glow.compile(model)`, `glow run model.onnx`) is the
     #: available one with the highest priority; equal priorities go to the first name
     #: alphabetically. The built-ins rank by what serves a user on this machine best: cuda 20
@@ -408,6 +423,19 @@ class Backend:
 
     def compile(self, graph: Graph, options: CompileOptions) -> Executable:  # pragma: no cover
         raise BackendError(f"backend '{self.name}' does not implement compile()")
+
+    def compile_remote(self, target, parts: list, *, threads: int | None = None, optimize: bool = True):
+        """Optional, for devices whose partitions compile elsewhere (a ray device compiles them on
+        its node): start compiling `parts` (glow.partition.Partition's of `target`, a
+        glow.partition.Target of this backend) and return at once a callable that waits and gives
+        their executables, in order. glow calls it instead of `compile` for every partition placed
+        on such a device (`compiles_remotely`), before compiling the local ones."""
+        raise BackendError(f"backend '{self.name}' compiles in this process (it has no compile_remote)")
+
+    @property
+    def compiles_remotely(self) -> bool:
+        """Whether this backend overrides `compile_remote` (what the partitioner asks)."""
+        return type(self).compile_remote is not Backend.compile_remote
 
     def load_saved(self, graph: Graph, state: dict, sections: dict, options: CompileOptions,
                    where: str) -> Executable:

@@ -578,7 +578,7 @@ def cmd_backends(args) -> int:
         native = rec.backend.native_ops() if rec.available else []
         rows.append({
             "name": name, "available": rec.available, "reason": rec.reason or None,
-            "source": rec.source,
+            "source": rec.source, "backend_api": rec.api, "api_note": rec.api_note or None,
             "devices": [{"id": d.id, "kind": d.kind, "memory_bytes": d.memory_bytes,
                          "peak_gflops": d.peak_gflops} for d in rec.devices],
             "native_op_count": len(native), "native_ops": sorted(native),
@@ -593,6 +593,8 @@ def cmd_backends(args) -> int:
         print(f"{r['name']:<12} {status}")
         if r["available"]:
             print(f"{'':<12} devices: {devs}; native ops: {r['native_op_count']}")
+        if r["api_note"]:
+            print(f"{'':<12} {r['api_note']}")
     return 0
 
 

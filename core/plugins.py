@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 import pluggy
 
 from . import hookspecs
-from .backend import API_VERSION, Backend, Device
+from .backend import BACKEND_API, OLDEST_BACKEND_API, Backend, Device
 from .errors import BackendError, GlowError
 from .fileio import read_regular_file
 
@@ -51,6 +51,10 @@ class BackendRecord:
     reason: str = ""
     source: str = ""
     devices: list[Device] = field(default_factory=list)
+    #: The backend API it was built for (None: undeclared, taken as 1) and, when that is not this
+    #: glow's own, what `glow backends` says about it.
+    api: int | None = None
+    api_note: str = ""
 
 
 def config_path() -> str:
@@ -116,8 +120,29 @@ def _priority(be) -> float:
     return p if isinstance(p, (int, float)) and not isinstance(p, bool) and p == p else 0
 
 
-def _api_compatible(version: str) -> bool:
-    return str(version).split(".")[0] == API_VERSION.split(".")[0]
+def backend_api(be) -> tuple[int | None, str, bool]:
+    """(the backend API `be` was built for, a note on it, whether this glow runs it).
+
+    `api_version` is a whole number; API 1's "major.minor" text ("1.0") is read by its major part.
+    None (not declared) is taken as API 1, the last one in which declaring was optional."""
+    declared = getattr(be, "api_version", None)
+    if declared is None:
+        version, note = 1, f"declares no backend API version (api_version): taken as 1, glow has {BACKEND_API}"
+    else:
+        text = str(declared).strip()
+        major = text.split(".")[0]
+        if isinstance(declared, bool) or not major.isdigit():
+            return None, f"api_version {declared!r} is not a backend API version (glow has {BACKEND_API})", False
+        version, note = int(major), ""
+    built = f"built for backend API {version}, glow has {BACKEND_API}"
+    if version > BACKEND_API:
+        return version, f"{built}: this glow is older than the plugin; upgrade glow-compiler", False
+    if version < OLDEST_BACKEND_API:
+        return version, (f"{built}: this glow runs plugins built for API {OLDEST_BACKEND_API} to {BACKEND_API}; "
+                         "port it (docs/backends.md, 'Backend API versions') or install an older glow"), False
+    if version < BACKEND_API and not note:
+        note = f"{built} (still supported)"
+    return version, note, True
 
 
 class Registry:
@@ -199,10 +224,14 @@ class Registry:
             prev = self.records[name]
             raise GlowError(f"backend name '{name}' registered twice ({prev.source} and {source})")
         rec = BackendRecord(name, be, True, "", source)
-        if not _api_compatible(getattr(be, "api_version", "0")):
+        rec.api, note, runs = backend_api(be)
+        if not isinstance(be, Backend):  # every hook glow calls is declared there, with its default
             rec.available = False
-            rec.reason = (f"written for glow plugin API {be.api_version}, this glow speaks {API_VERSION}")
+            rec.reason = f"{type(be).__name__} is not a glow.Backend (subclass glow.Backend)"
+        elif not runs:
+            rec.available, rec.reason = False, note
         else:
+            rec.api_note = note
             try:
                 be.check_available()
                 rec.devices = list(be.devices())

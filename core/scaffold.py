@@ -20,7 +20,7 @@ import textwrap
 from importlib import resources
 from string import Template
 
-from .backend import API_VERSION
+from .backend import BACKEND_API
 from .errors import InputError
 from .fileio import umask
 
@@ -44,7 +44,7 @@ def new_backend(name: str, folder: str = ".") -> list[str]:
         "dist": f"glow-backend-{name}",
         "module": "glow_backend_" + "_".join(words),
         "classname": "".join(w.capitalize() for w in words) + "Backend",
-        "api_version": API_VERSION,
+        "api_version": str(BACKEND_API),
         "glow_version": _glow_version(),
     }
     kernels, table, count = floor_kernel_stubs()

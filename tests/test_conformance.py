@@ -197,10 +197,10 @@ def test_incompatible_plugin_is_listed_unavailable_and_refused_by_name(tmp_path)
     env.pop("GLOW_PLUGINS_TOML", None)
     r = cli("backends", env=env, cwd=tmp_path)
     assert r.returncode == 0
-    assert "oldapi       unavailable: written for glow plugin API 0.3, this glow speaks 1.0" in r.stdout
+    assert "oldapi       unavailable: built for backend API 0, glow has 2: this glow runs plugins" in r.stdout
     r = cli("conformance", "--backend", "oldapi", env=env, cwd=tmp_path)
     assert r.returncode == 2
-    assert "backend 'oldapi' is unavailable: written for glow plugin API 0.3" in r.stderr
+    assert "backend 'oldapi' is unavailable: built for backend API 0, glow has 2" in r.stderr
 
 
 def test_jobs_run_the_same_checks_in_processes():

@@ -35,8 +35,8 @@ def test_it_writes_an_installable_package(demo):
     root, written = demo
     rel = sorted(os.path.relpath(p, root) for p in written)
     assert rel == ["README.md", "glow_backend_my_npu/__init__.py", "glow_backend_my_npu/backend.py",
-                   "glow_backend_my_npu/kernels.py", "glow_backend_my_npu/plugin.py", "pyproject.toml",
-                   "tests/test_conformance.py"]
+                   "glow_backend_my_npu/kernels.py", "glow_backend_my_npu/known_failures.txt",
+                   "glow_backend_my_npu/plugin.py", "pyproject.toml", "tests/test_conformance.py"]
     with open(root / "pyproject.toml", "rb") as f:
         project = tomllib.load(f)["project"]
     assert project["name"] == "glow-backend-my-npu"
@@ -46,7 +46,23 @@ def test_it_writes_an_installable_package(demo):
             with open(path) as f:
                 ast.parse(f.read(), path)
     backend = (root / "glow_backend_my_npu" / "backend.py").read_text()
-    assert "class MyNpuBackend(glow.Backend):" in backend and f'api_version = "{glow.API_VERSION}"' in backend
+    assert "class MyNpuBackend(glow.Backend):" in backend and f"api_version = {glow.BACKEND_API}\n" in backend
+    assert project["dependencies"][0] == f"glow-compiler>={glow.__version__}"
+
+
+def test_its_known_failures_file_is_read_by_the_kit(demo):
+    """The package ships its own list (declared by Backend.known_failures): a listed check is a
+    known failure, with the reason from the file."""
+    root, _ = demo
+    from glow_backend_my_npu import MyNpuBackend
+
+    path = root / "glow_backend_my_npu" / "known_failures.txt"
+    assert MyNpuBackend.known_failures == str(path)
+    assert all(line.startswith("#") or not line.strip() for line in path.read_text().splitlines())
+    path.write_text(path.read_text() + "Add-2x3-2x3  # not written yet, on purpose\n")
+    plugins.reload({"plugins": {"modules": ["glow_backend_my_npu.plugin"]}})
+    (r,) = run_conformance("my-npu", sections=["records"], pattern=r"^Add-2x3-2x3$").results
+    assert r.status == "known" and r.detail.startswith("not written yet, on purpose (")
 
 
 def test_kernels_are_the_floor_stubbed_with_clear_errors(demo):

@@ -19,6 +19,7 @@ import time
 import numpy as np
 from glow import Backend, CompileOptions, Device, Executable, Graph
 from glow import dtypes as dt
+from glow.backend import BACKEND_API
 from glow.errors import BackendError
 from glow.lowering import rule_for
 from glow.ops import get_op
@@ -58,6 +59,7 @@ def _plain(t) -> bool:
 
 class CpuBackend(Backend):
     name = "cpu"
+    api_version = BACKEND_API
     priority = 10  # below cuda, above opencl and reference: native code on every core
     description = "native code for this CPU through LLVM (llvmlite): one module per model, all cores"
     options = {"isa": "instruction-set level to make code for: avx512, avx2 or generic, at most the "

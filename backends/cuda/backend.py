@@ -12,6 +12,7 @@ import functools
 
 import numpy as np
 from glow import BackendError, Device
+from glow.backend import BACKEND_API
 from glow.render.backend import CStyleBackend
 
 from .dialect import CUDARenderer
@@ -37,6 +38,7 @@ def _discover():
 
 class CudaBackend(CStyleBackend):
     name = "cuda"
+    api_version = BACKEND_API
     priority = 20  # the default wherever a GPU works: the fastest device there is (core/backend.py)
     description = "CUDA C++ kernels (shared C-style renderer) through CuPy RawModule"
     renderer = CUDARenderer()

@@ -11,6 +11,7 @@ import functools
 
 import numpy as np
 from glow import BackendError, Device
+from glow.backend import BACKEND_API
 from glow.render.backend import CStyleBackend
 
 from .dialect import OpenCLRenderer
@@ -48,6 +49,7 @@ def _figures(dev) -> dict:
 
 class OpenCLBackend(CStyleBackend):
     name = "opencl"
+    api_version = BACKEND_API
     priority = 5  # below cpu: through PoCL (most machines) a slower CPU path; name it for a GPU
     description = "OpenCL C kernels (shared C-style renderer) through PyOpenCL"
     renderer = OpenCLRenderer()

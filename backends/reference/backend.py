@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from glow import Backend, CompileOptions, Device, Executable, Graph
+from glow.backend import BACKEND_API
 from glow.interpreter import run_detached
 
 
@@ -27,6 +28,7 @@ class ReferenceExecutable(Executable):
 
 class ReferenceBackend(Backend):
     name = "reference"
+    api_version = BACKEND_API
     priority = 0  # last of the built-ins: the NumPy oracle, always there, slow
     description = "NumPy interpreter; the oracle every other backend is compared against"
 

@@ -84,7 +84,8 @@ class Kit:
 
     `native="floor"` restricts the backend to the primitive floor; `fallback` is the device that
     takes the nodes of a light model the backend cannot run (None: such models are skipped);
-    `known_failures` maps check ids to reasons (from `load_known_failures` or a file of your own).
+    `known_failures` maps check ids to reasons (`read_known_failures` of a file of your own); the
+    backend's own file (`Backend.known_failures`) and glow's list for it are read as well.
     """
 
     def __init__(self, backend: str, *, native: str | None = None, fallback: str | None = "reference",
@@ -96,8 +97,12 @@ class Kit:
         self.backend = registry().get(backend)  # unknown or unavailable: BackendError with the reason
         self.native = native
         self.fallback = fallback if fallback != backend else None
+        # Expected failures: those given here, then the backend's own file (Backend.known_failures,
+        # shipped with a plugin), then glow's lists for its built-in backends.
         self.known = dict(known_failures or {})
-        self.known.update({k: v for k, v in load_known_failures(backend).items() if k not in self.known})
+        declared = self.backend.known_failures
+        for more in (read_known_failures(declared) if declared else {}, load_known_failures(backend)):
+            self.known.update({k: v for k, v in more.items() if k not in self.known})
         self.oracle_fails = load_known_failures("reference")
 
     # -- collection --------------------------------------------------------------------------------
