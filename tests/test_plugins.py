@@ -123,7 +123,8 @@ def test_backend_api_versions_are_checked_at_discovery(tmp_path, monkeypatch):
         assert rec["v2"].available and rec["v2"].api == 2 and not rec["v2"].api_note
         # API 1 (what glow wrote before versions were whole numbers) still runs, said so
         assert rec["v1"].available and rec["v1"].api_note == "built for backend API 1, glow has 2 (still supported)"
-        assert rec["v-none"].available and rec["v-none"].api == 1 and "declares no backend API" in rec["v-none"].api_note
+        none = rec["v-none"]
+        assert none.available and none.api == 1 and "declares no backend API" in none.api_note
         assert not rec["v3"].available
         assert rec["v3"].reason == "built for backend API 3, glow has 2: this glow is older than the plugin; " \
             "upgrade glow-compiler"
