@@ -240,7 +240,10 @@ def _backend_author_commands(sub):
                         "every op it claims (by element type, against the reference), the ONNX node cases "
                         "it can run alone or with lowering, and the light models (partitioned with "
                         "--fallback where it cannot run them alone). Exit code 1 when a check fails.")
-    cf.add_argument("--backend", "-b", required=True, help="backend to check")
+    which = cf.add_mutually_exclusive_group(required=True)
+    which.add_argument("--backend", "-b", help="backend to check")
+    which.add_argument("--all", action="store_true", help="check every available backend, one after another, "
+                       "and end with one table of them all (ray, whose devices run other backends, is left out)")
     cf.add_argument("--sections", default="records,nodes,models",
                     help="comma-separated: records, nodes, models (default: all three)")
     cf.add_argument("--filter", default=None, metavar="REGEX", help="only checks whose id matches")
@@ -248,7 +251,10 @@ def _backend_author_commands(sub):
     cf.add_argument("--fallback", default="reference", metavar="DEVICE",
                     help="device for the nodes of a light model the backend cannot run ('none': skip "
                     "such models; default: reference)")
-    cf.add_argument("--known-failures", metavar="FILE", help="expected failures: 'check id  # reason' lines")
+    cf.add_argument("--strict", action="store_true", help="no fallback device: a light model the backend "
+                    "cannot run alone fails (instead of running partitioned with --fallback)")
+    cf.add_argument("--known-failures", metavar="FILE", help="expected failures: 'check id  # reason' lines "
+                    "(added to the backend's own list, Backend.known_failures, and glow's)")
     cf.add_argument("--jobs", "-j", type=int, default=1, help="run the checks in this many processes")
     cf.add_argument("--json", action="store_true", help="print the report as JSON")
     cf.set_defaults(func=cmd_conformance)
@@ -267,15 +273,36 @@ def cmd_new_backend(args) -> int:
 
 
 def cmd_conformance(args) -> int:
-    from .testing.conformance import read_known_failures, run_conformance
+    from .testing.conformance import checkable_backends, read_known_failures
+    from .testing.conformance_report import summary_table
 
-    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     if args.jobs < 1:
         raise InputError("--jobs must be at least 1")
+    if args.strict and args.fallback not in ("reference", "none"):
+        raise InputError("--strict runs every model on the backend alone: no --fallback with it")
     known = read_known_failures(args.known_failures) if args.known_failures else None
-    from .progress import bar
+    names, left_out = checkable_backends() if args.all else ([args.backend], {})
+    reports = [_conformance_of(name, args, known) for name in names]
+    if args.json:
+        out = [r.to_json() for r in reports]
+        print(json.dumps(out if args.all else out[0], indent=2))
+    else:
+        for r in reports:
+            if args.all:
+                print(f"== {r.backend}")
+            print(r.to_text(), end="")
+        if args.all:
+            print("\nConformance of every available backend (passed/run; ops: claimed ops whose records all pass)")
+            print(summary_table(reports, left_out), end="")
+    return 0 if all(r.ok for r in reports) else 1
 
-    checks = bar(None, f"conformance {args.backend}", unit="check")  # drawn only on a terminal
+
+def _conformance_of(backend: str, args, known):
+    from .progress import bar
+    from .testing.conformance import run_conformance
+
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    checks = bar(None, f"conformance {backend}", unit="check")  # drawn only on a terminal
 
     def progress(done, total, check):
         checks.total = total
@@ -283,14 +310,9 @@ def cmd_conformance(args) -> int:
         checks.update(1)
 
     with checks:
-        report = run_conformance(args.backend, sections=sections, pattern=args.filter, native=args.native,
-                                 fallback=None if args.fallback == "none" else args.fallback,
-                                 known_failures=known, progress=progress, jobs=args.jobs)
-    if args.json:
-        print(json.dumps(report.to_json(), indent=2))
-    else:
-        print(report.to_text(), end="")
-    return 0 if report.ok else 1
+        return run_conformance(backend, sections=sections, pattern=args.filter, native=args.native,
+                               fallback=None if args.fallback == "none" else args.fallback,
+                               known_failures=known, progress=progress, jobs=args.jobs, strict=args.strict)
 
 
 def _placement_args(p, required: bool):

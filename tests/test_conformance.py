@@ -155,6 +155,29 @@ def test_models_need_a_fallback_device_when_the_backend_cannot_run_them(wrong):
     assert r.status == "skip" and "no fallback device" in r.detail
 
 
+def test_strict_allows_no_fallback_device(wrong):
+    report = run_conformance("wrongrelu", sections=["models"], pattern="squeezenet", strict=True)
+    (r,) = report.results
+    assert r.status == "fail" and r.detail.startswith("needs host fallback (cannot run") and "strict" in r.detail
+
+
+def test_all_checks_every_available_backend_in_one_table(wrong, tmp_path):
+    r = cli("conformance", "--all", "--sections", "records", "--filter", "^Relu-2x3$", env=wrong, cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr  # wrongrelu fails
+    table = r.stdout[r.stdout.index("Conformance of every available backend"):].splitlines()
+    rows = {line.split()[0]: line.split() for line in table[2:]}
+    assert rows["reference"] == ["reference", "1/1", "1/1", "-", "-", "0", "PASS"]
+    assert rows["wrongrelu"][-1] == "FAIL" and rows["wrongrelu"][1:3] == ["0/1", "0/1"]
+    assert "ray            not checked: remote devices" in r.stdout
+    r = cli("conformance", "--all", "--sections", "records", "--filter", "^Identity-2d$", "--json", env=wrong,
+            cwd=tmp_path)
+    assert r.returncode == 0 and {x["backend"] for x in json.loads(r.stdout)} >= {"reference", "wrongrelu"}
+    r = cli("conformance", "--all", "--backend", "reference", env=wrong, cwd=tmp_path)
+    assert r.returncode == 2 and "not allowed with argument" in r.stderr
+    r = cli("conformance", "--backend", "reference", "--strict", "--fallback", "cpu", env=wrong, cwd=tmp_path)
+    assert r.returncode == 2 and "no --fallback with it" in r.stderr
+
+
 def test_unknown_sections_and_backends_are_bad_input(wrong):
     with pytest.raises(glow.GlowError, match="unknown conformance section"):
         Kit("wrongrelu").collect(["records", "kernels"])
@@ -189,6 +212,12 @@ def test_pytest_entry_runs_the_kit_as_tests(wrong, tmp_path):
                        env=wrong, capture_output=True, text=True)
     assert r.returncode == 1, r.stdout[-3000:]
     assert "records/Relu-2x3" in r.stdout and "values differ" in r.stdout
+    # several backends (or "all"), strict: one test id per backend and check, and one table at the end
+    r = subprocess.run(base[:-1] + ["models", "--glow-backend", "reference,wrongrelu", "--glow-strict",
+                                    "-k", "squeezenet"], cwd=tmp_path, env=wrong, capture_output=True, text=True)
+    assert r.returncode == 1, r.stdout[-3000:]
+    assert "wrongrelu/models/" in r.stdout and "needs host fallback" in r.stdout
+    assert "glow conformance: every backend" in r.stdout
 
 
 def test_incompatible_plugin_is_listed_unavailable_and_refused_by_name(tmp_path):

@@ -84,19 +84,21 @@ class Kit:
 
     `native="floor"` restricts the backend to the primitive floor; `fallback` is the device that
     takes the nodes of a light model the backend cannot run (None: such models are skipped);
+    `strict` allows no fallback at all: such a model fails (every model must run on the backend);
     `known_failures` maps check ids to reasons (`read_known_failures` of a file of your own); the
     backend's own file (`Backend.known_failures`) and glow's list for it are read as well.
     """
 
     def __init__(self, backend: str, *, native: str | None = None, fallback: str | None = "reference",
-                 known_failures: dict | None = None):
+                 known_failures: dict | None = None, strict: bool = False):
         from ..plugins import registry
         from .node_suite import load_known_failures
 
         self.name = backend
         self.backend = registry().get(backend)  # unknown or unavailable: BackendError with the reason
         self.native = native
-        self.fallback = fallback if fallback != backend else None
+        self.strict = strict
+        self.fallback = fallback if fallback != backend and not strict else None
         # Expected failures: those given here, then the backend's own file (Backend.known_failures,
         # shipped with a plugin), then glow's lists for its built-in backends.
         self.known = dict(known_failures or {})
@@ -231,6 +233,8 @@ class Kit:
         try:
             exe = self._compile(case.model_path)
         except (LoweringError, BackendError) as e:
+            if self.strict:
+                return "fail", f"needs host fallback ({_stuck_ops(e)}); strict allows none"
             if not self.fallback:
                 return "skip", f"needs another device ({_stuck_ops(e)}) and no fallback device was given"
             try:
@@ -330,13 +334,13 @@ def _retyped(rec: OpRecord, dtype: str) -> OpRecord:
 
 def run_conformance(backend: str, *, sections=SECTIONS, pattern: str | None = None, native: str | None = None,
                     fallback: str | None = "reference", known_failures: dict | None = None,
-                    progress=None, jobs: int = 1) -> Report:
+                    progress=None, jobs: int = 1, strict: bool = False) -> Report:
     """Collect and run every check for `backend`; `progress(done, total, check)` after each one.
 
     `jobs > 1` runs the checks in that many fresh processes (the light models first, as they take
     longest); the processes find plugins as a new `glow` process would (entry points, plugins.toml).
     """
-    kit = Kit(backend, native=native, fallback=fallback, known_failures=known_failures)
+    kit = Kit(backend, native=native, fallback=fallback, known_failures=known_failures, strict=strict)
     checks = kit.collect(sections, pattern)
     if jobs > 1 and len(checks) > 1:
         results = _run_in_processes(kit, checks, jobs, progress)
@@ -353,7 +357,7 @@ def _run_in_processes(kit: Kit, checks: list[Check], jobs: int, progress) -> lis
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    options = (kit.name, kit.native, kit.fallback, kit.known)
+    options = (kit.name, kit.native, kit.fallback, kit.known, kit.strict)
     order = sorted(range(len(checks)), key=lambda i: checks[i].section != "models")
     results: list = [None] * len(checks)
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
@@ -370,8 +374,8 @@ def _run_in_processes(kit: Kit, checks: list[Check], jobs: int, progress) -> lis
 _WORKER: dict = {}
 
 
-def _worker_init(backend, native, fallback, known):
-    _WORKER["kit"] = Kit(backend, native=native, fallback=fallback, known_failures=known)
+def _worker_init(backend, native, fallback, known, strict):
+    _WORKER["kit"] = Kit(backend, native=native, fallback=fallback, known_failures=known, strict=strict)
 
 
 def _worker_run(section: str, check_id: str):
@@ -380,6 +384,21 @@ def _worker_run(section: str, check_id: str):
         _WORKER[section] = {c.id: c for c in kit.collect([section])}
     r = kit.run(_WORKER[section][check_id])
     return r.status, r.detail, r.seconds, r.missing, r.needs
+
+
+def checkable_backends() -> tuple[list[str], dict[str, str]]:
+    """The available backends `--all` checks, and those it leaves out with why: a backend whose
+    devices are all remote (ray) runs another backend's code, which is checked as that backend."""
+    from ..plugins import registry
+
+    reg, names, left_out = registry(), [], {}
+    for name in reg.available():
+        devices = reg.records[name].devices
+        if devices and all(d.kind == "remote" for d in devices):
+            left_out[name] = "remote devices: checked as the backend they run"
+        else:
+            names.append(name)
+    return names, left_out
 
 
 def read_known_failures(path: str) -> dict[str, str]:
@@ -421,8 +440,9 @@ def collect(backend: str, sections=SECTIONS, pattern: str | None = None, **kw) -
 
 def parametrize(metafunc, backend: str | None = None) -> None:
     """The body of a `pytest_generate_tests` hook: parametrize the test's `check` argument with the
-    kit's checks for `backend` (default: `--glow-backend`, else reference), honouring the glow
-    pytest plugin's options --glow-sections, --glow-fallback, --glow-native, --glow-known-failures."""
+    kit's checks for `backend` (default: `--glow-backend`, else reference; "all": every backend
+    `glow conformance --all` checks; or names joined by commas), honouring the glow pytest plugin's
+    options --glow-sections, --glow-fallback, --glow-native, --glow-known-failures, --glow-strict."""
     if "check" not in metafunc.fixturenames:
         return
     cfg = metafunc.config
@@ -434,13 +454,16 @@ def parametrize(metafunc, backend: str | None = None) -> None:
             return default
 
     backend = backend or option("--glow-backend", "reference")
+    names = checkable_backends()[0] if backend == "all" else [b.strip() for b in backend.split(",") if b.strip()]
     fallback = option("--glow-fallback", "reference")
     known_path = option("--glow-known-failures")
     sections = [s.strip() for s in option("--glow-sections", ",".join(SECTIONS)).split(",") if s.strip()]
-    checks = collect(backend, sections, native=option("--glow-native"),
-                     fallback=None if fallback == "none" else fallback,
-                     known_failures=read_known_failures(known_path) if known_path else None)
-    metafunc.parametrize("check", checks, ids=[f"{c.section}/{c.id}" for c in checks])
+    checks = [c for name in names for c in collect(
+        name, sections, native=option("--glow-native"), fallback=None if fallback == "none" else fallback,
+        known_failures=read_known_failures(known_path) if known_path else None, strict=bool(option("--glow-strict")))]
+    prefix = len(names) > 1
+    metafunc.parametrize("check", checks, ids=[f"{c.kit.name + '/' if prefix else ''}{c.section}/{c.id}"
+                                               for c in checks])
 
 
 def pytest_check(check: Check) -> Result:

@@ -128,3 +128,23 @@ _NAMES = re.compile(r"\b(graph|node|value|input|output) '[^']*'")
 
 def _cause(detail: str) -> str:
     return _NAMES.sub(lambda m: f"{m.group(1)} '…'", detail)[:200]
+
+
+def summary_table(reports: list[Report], left_out: dict | None = None) -> str:
+    """One line per backend (`glow conformance --all`): ops it claims (all records passed / with
+    records run), then per section checks passed / run (skips not counted) and known failures."""
+    head = f"{'backend':<14} {'ops':>9} {'records':>11} {'node cases':>11} {'models':>8} {'known':>6}  verdict"
+    lines = [head]
+    for rep in reports:
+        rows = [r for r in rep.manifest() if r["dtypes"]]
+        table = rep.table()
+
+        cells = {s: "-" if t is None else f"{t['pass']}/{t['pass'] + t['fail'] + t['known']}"
+                 for s, t in ((s, table.get(s)) for s in SECTIONS)}
+        known = sum(t["known"] for t in table.values())
+        ops = f"{sum(1 for r in rows if r['pass'])}/{len(rows)}" if rows else "-"
+        lines.append(f"{rep.backend:<14} {ops:>9} {cells['records']:>11} {cells['nodes']:>11} "
+                     f"{cells['models']:>8} {known:>6}  {'PASS' if rep.ok else 'FAIL'}")
+    for name, why in (left_out or {}).items():
+        lines.append(f"{name:<14} not checked: {why}")
+    return "\n".join(lines) + "\n"
