@@ -141,7 +141,16 @@ class Profile:
             lines.append(f"{r.seconds * 1e3:>10.3f} {100 * r.seconds / total:>6.1f}  {r.op:<20.20} {r.name}")
         if len(rows) < len(self.records):
             lines.append(f"... {len(self.records) - len(rows)} more")
+        rest = self.untracked_seconds
+        if self.granularity != "run" and rest > 0:  # so the shares add up to the whole run
+            lines.append(f"{rest * 1e3:>10.3f} {100 * rest / total:>6.1f}  {'(untracked)':<20} time in no record: "
+                         "the runtime around them (inputs, outputs, dispatch, threads starting and waiting)")
         return "\n".join(lines) + "\n"
+
+    @property
+    def untracked_seconds(self) -> float:
+        """The part of `total_seconds` that no record covers (0 when they cover it all)."""
+        return max(0.0, self.total_seconds - sum(r.seconds for r in self.records))
 
     def __str__(self) -> str:
         return self.table()

@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compile", help="compile a model and dump what the compiler made",
                        description="Compile MODEL and print one of its intermediate forms.")
-    c.add_argument("model")
+    c.add_argument("model", help="path to an .onnx file")
     c.add_argument("--dump", choices=["graph", "dot", "ir", "memory"], default="graph",
                    help="what to print: graph (the optimised graph the backend gets), dot (the same, "
                    "Graphviz), ir (instruction IR with buffer offsets), memory (the arena plan)")
@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "its weights", description="Write DIR/NAME.o, DIR/NAME.h and DIR/NAME.weights.bin: "
                         "the model as one C-callable function `int NAME(constant_weights, mutable_weights, "
                         "activations)` for this CPU or --target (see examples/bundle/main.c).")
-    bd.add_argument("model")
+    bd.add_argument("model", help="path to an .onnx file")
     bd.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for the bundle's files")
     bd.add_argument("--target", default=None, metavar="TRIPLE",
                     help="LLVM target triple, e.g. aarch64-linux-gnu, riscv64-linux-gnu (default: this host)")
@@ -164,23 +164,29 @@ def build_parser() -> argparse.ArgumentParser:
                     "array, for targets without a file system)")
     bd.add_argument("--shape", action="append", default=[], metavar="NAME=DxD...",
                     help="fixed shape for an input with symbolic dims (repeatable; others 1)")
-    bd.add_argument("--native", choices=["floor", "all"], default=None)
+    bd.add_argument("--native", choices=["floor", "all"], default=None,
+                    help="restrict the backend's native ops ('floor': lower everything to primitives)")
     bd.add_argument("--json", action="store_true", help="print what was written as JSON")
     bd.set_defaults(func=cmd_bundle)
 
     bn = sub.add_parser("bench", help="time a model against onnxruntime and OpenVINO (interleaved, medians)",
                         description="Benchmark MODEL (a path, a light model name such as 'resnet50', or "
-                        "'mlp', 'small_cnn', 'transformer') with glow and its peers in one process.")
-    bn.add_argument("model")
-    bn.add_argument("--backend", "-b", default=None)
+                        "'mlp', 'small_cnn', 'transformer') with glow and its peers in one process: each "
+                        "round runs each once, in turn, on fresh inputs; the report gives medians, min-max, "
+                        "the ratio glow / peer and the largest output difference. The peers are the bench "
+                        "extra: pip install 'glow-compiler[bench]'.")
+    bn.add_argument("model", help="an .onnx file, a light model of the onnx wheel (resnet50, vgg19, ...) or a "
+                    "generated one (mlp, small_cnn, transformer)")
+    bn.add_argument("--backend", "-b", default=None, help="glow backend to time (default: best available)")
     bn.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="threads for glow and the peer (default: all cores)")
-    bn.add_argument("--rounds", type=int, default=20)
+    bn.add_argument("--rounds", type=int, default=20, help="timed runs of each runtime (default 20)")
     bn.add_argument("--vs", default="onnxruntime", metavar="PEERS",
-                    help="comma-separated peers: onnxruntime, openvino (pip install 'glow[bench]'), "
+                    help="comma-separated peers: onnxruntime, openvino (pip install 'glow-compiler[bench]'), "
                     "or none (default onnxruntime)")
-    bn.add_argument("--native", choices=["floor", "all"], default=None)
-    bn.add_argument("--json", action="store_true")
+    bn.add_argument("--native", choices=["floor", "all"], default=None,
+                    help="restrict the backend's native ops ('floor': lower everything to primitives)")
+    bn.add_argument("--json", action="store_true", help="print the result as JSON (every timing and difference)")
     bn.set_defaults(func=cmd_bench)
 
     from .cli_generate import add_parser as add_generate
@@ -197,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "for -p int4. MODEL may be a folder "
                         "(onnxruntime-genai's or an optimum export): OUT is then a new folder with every "
                         ".onnx quantized and the other files copied.")
-    qz.add_argument("model")
+    qz.add_argument("model", help="the float model: an .onnx file, or a folder of them (onnxruntime-genai's "
+                    "or an optimum export)")
     qz.add_argument("-o", "--output", required=True, metavar="OUT", help="the quantized model (or folder) to write")
     qz.add_argument("--weights", choices=["int4", "int8"], help="weight-only block quantization (no calibration)")
     qz.add_argument("--block", type=int, default=32, help="with --weights: values per block along K, a power "
@@ -211,8 +218,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "calibration runs on its first axis (arr[i] is run i's input)")
     qz.add_argument("--profile", metavar="FILE", help="reuse this saved profile if it exists (its graph hash "
                     "must match the model's), else profile and save it here")
-    qz.add_argument("--schema", choices=["asymmetric", "symmetric", "symmetric-unsigned"], default="asymmetric")
-    qz.add_argument("--calibrate", choices=["minmax", "percentile"], default="minmax")
+    qz.add_argument("--schema", choices=["asymmetric", "symmetric", "symmetric-unsigned"], default="asymmetric",
+                    help="activations: uint8 with a zero point (asymmetric, the default), int8 with zero "
+                    "point 0 (symmetric), or uint8 from 0 where a tensor is never negative and int8 elsewhere "
+                    "(symmetric-unsigned)")
+    qz.add_argument("--calibrate", choices=["minmax", "percentile"], default="minmax",
+                    help="how a tensor's range is chosen from the calibration runs: minmax (default) or "
+                    "percentile (see --percentile)")
     qz.add_argument("--percentile", type=float, default=99.999, help="with --calibrate percentile: the share "
                     "of values the range holds (default 99.999)")
     qz.add_argument("--per-tensor", action="store_true", help="one scale per weight, not per output channel")
@@ -452,13 +464,16 @@ def cmd_run(args) -> int:
     compiled = f"{where}; loaded in {compile_s:.3f} s" if saved else f"{where}; compiled in {compile_s:.3f} s{how}"
     # Symbolic dims: the code-generating backends compile for the shapes seen on the first run.
     first_note = "" if graph.is_static() else " (a first run with new shapes includes compiling for them)"
-    times = []
+    times, outs = [], None
     for i in range(args.repeat):
         if i and not args.inputs:
             feeds = make_inputs(graph, args.seed + i, dims)
         t = time.perf_counter()
-        outs = exe.run(feeds)
+        got = exe.run(feeds)
         times.append(time.perf_counter() - t)
+        # What is shown and saved is the first run's: the outputs of --inputs, or of --seed's inputs
+        # (later runs draw fresh ones, only to be timed).
+        outs = got if outs is None else outs
     report(compiled)
     if len(times) == 1:
         report(f"ran in {times[0] * 1e3:.3f} ms{first_note}")
