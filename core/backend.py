@@ -12,12 +12,20 @@ import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .errors import BackendError, InputError, InternalError, internal_errors
-from .graph import Graph, Node
-from .interpreter import check_inputs
+
+if TYPE_CHECKING:  # imported where used: a plugin that subclasses Backend loads no NumPy or op table
+    import numpy as np
+
+    from .graph import Graph, Node
+
+
+def check_inputs(graph, feeds):
+    from .interpreter import check_inputs
+
+    return check_inputs(graph, feeds)
 
 #: The backend API this glow speaks: the contract of `Backend`, `Executable` and the hooks in
 #: glow.hookspecs. A backend states the version it was built for in `Backend.api_version`;
@@ -214,6 +222,8 @@ class Executable:
     def _run_into(self, feeds: dict, into: dict) -> dict:
         """`_run` with outputs written into the arrays of `into` (checked). The default runs,
         then copies: right whatever aliases what, since every input was read by then."""
+        import numpy as np
+
         outs = _by_output_name(self._run(feeds), self.output_names)
         for name, arr in into.items():
             got = np.asarray(outs[name])
@@ -225,6 +235,8 @@ class Executable:
         return outs
 
     def _check_into(self, into) -> dict:
+        import numpy as np
+
         if not into:
             return {}
         if not isinstance(into, dict):
@@ -381,9 +393,14 @@ class Backend:
     specialises_shapes: bool = False
 
     def check_available(self) -> None:
-        """Raise `BackendError("why")` when the library or device is missing."""
+        """Raise `BackendError("why")` when the library is missing. Cheap checks only (is the
+        package installed? `importlib.util.find_spec`): glow asks every backend whenever it
+        lists them (`glow backends`, every CLI command); probing a device belongs in `devices`."""
 
     def devices(self) -> list[Device]:
+        """The devices, with the partitioner's figures. Here a backend probes its platform (imports
+        its device library, asks the driver); glow calls it when a device is first needed, and a
+        BackendError from it, or no device, makes the backend unavailable with that reason."""
         return [Device(self.name, "0")]
 
     def find_device(self, name: str) -> Device | None:

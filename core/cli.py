@@ -11,8 +11,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
 from .errors import GlowError, InputError, InternalError, internal_errors
 from .fileio import check_writable, write_atomic
 
@@ -124,7 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("backends", help="list backends: available or not (and why), devices, ops",
                        description="List every backend glow found, available or not.")
-    b.add_argument("--json", action="store_true", help="machine-readable output")
+    b.add_argument("--probe", action="store_true", help="ask each backend for its devices and native ops "
+                   "(initialises platforms such as OpenCL's: can take a second or more)")
+    b.add_argument("--json", action="store_true", help="machine-readable output, probed as with --probe")
     b.set_defaults(func=cmd_backends)
 
     c = sub.add_parser("compile", help="compile a model and dump what the compiler made",
@@ -404,7 +404,6 @@ def cmd_bench(args) -> int:
 def cmd_run(args) -> int:
     from . import api
     from .inputs import make_inputs
-    from .onnx_import import load_onnx
     from .plugins import registry
     from .progress import Phases
 
@@ -433,8 +432,10 @@ def cmd_run(args) -> int:
         ph.start("import")
         t0 = time.perf_counter()
         exe = api.load(args.model, threads=args.threads) if saved else None  # nothing to compile
+        if exe is None and not placement["devices"]:  # run before: no ONNX import (a second), no compile
+            exe = api.cached(args.model, args.backend, native=args.native, threads=args.threads)
         compile_s = time.perf_counter() - t0
-        graph = exe.graph if saved else load_onnx(args.model)
+        graph = exe.graph if exe is not None else _load_onnx(args.model)
         if args.inputs:
             feeds = _load_inputs(args.inputs, graph)
         else:
@@ -443,13 +444,15 @@ def cmd_run(args) -> int:
         t0 = time.perf_counter()
         if saved:
             be_name = f"{graph.meta['backend']} (loaded from {args.model})"
+        elif exe is not None:
+            pass  # from the executable cache (its stats say so below)
         elif placement["devices"]:
             exe = api.compile(graph, native=args.native, threads=args.threads, progress=ph.start, **placement)
         else:
             exe = api.compile_imported(args.model, graph, backend=args.backend, native=args.native,
                                        threads=args.threads, progress=ph.start, cache=True,
                                        strict=placement["strict"])
-        if not saved:
+        if not saved and "loaded" not in (getattr(exe, "stats", None) or {}):
             compile_s = time.perf_counter() - t0
     if placement["devices"]:
         print(f"partitioned over {', '.join(t.name for t in exe.placement.targets)}: "
@@ -488,6 +491,12 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _load_onnx(path: str):
+    from .onnx_import import load_onnx
+
+    return load_onnx(path)
+
+
 def _is_saved(path: str) -> bool:
     """Whether `path` is a file `exe.save` wrote (glow.saved), by its first bytes."""
     from .saved import MAGIC
@@ -507,14 +516,9 @@ def report(line: str):
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    from . import __version__  # the package's own: no distribution metadata to read (a second's scan)
 
-        return version("glow")
-    except Exception:  # noqa: BLE001 - not installed as a distribution (a source tree on sys.path)
-        from . import __version__
-
-        return __version__
+    return __version__
 
 
 _SHAPE = re.compile(r"^([^=]+)=(\d+(?:[xX]\d+)*)?$")
@@ -571,6 +575,8 @@ def input_shapes(graph, shapes: dict | None = None, warn=None) -> dict[str, tupl
 
 
 def _load_inputs(path: str, graph) -> dict:
+    import numpy as np
+
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such inputs file")
     try:
@@ -586,11 +592,15 @@ def _load_inputs(path: str, graph) -> dict:
 
 def _save_npz_atomic(path: str, arrays: dict):
     """Write to a temporary file in the same folder, then rename: never a partial output file."""
+    import numpy as np
+
     write_atomic(path, lambda f: np.savez(f, **{k: np.asarray(v) for k, v in arrays.items() if v is not None}),
                  suffix=".npz", what="outputs")
 
 
 def describe(v) -> str:
+    import numpy as np
+
     if isinstance(v, list):
         return f"sequence of {len(v)}"
     if v is None:
@@ -607,31 +617,40 @@ def describe(v) -> str:
 
 # -- backends --------------------------------------------------------------------------------------
 def cmd_backends(args) -> int:
+    """Every backend found. Devices are probed (which may initialise a platform: PyOpenCL's,
+    CUDA's; a second or more) only with --probe or --json; without, the list says what the cheap
+    checks found (the plugin loads, its library is installed)."""
+    from .backend import Backend
     from .plugins import registry
 
     reg = registry()
+    probe = args.probe or args.json
     rows = []
     for name, rec in sorted(reg.records.items()):
-        native = rec.backend.native_ops() if rec.available else []
+        if probe:
+            rec.probe()
+        native = rec.backend.native_ops() if probe and rec.found else []
         rows.append({
-            "name": name, "available": rec.available, "reason": rec.reason or None,
+            "name": name, "available": rec.found, "probed": rec.probed, "reason": rec.reason or None,
             "source": rec.source, "backend_api": rec.api, "api_note": rec.api_note or None,
             "devices": [{"id": d.id, "kind": d.kind, "memory_bytes": d.memory_bytes,
-                         "peak_gflops": d.peak_gflops} for d in rec.devices],
+                         "peak_gflops": d.peak_gflops} for d in (rec.devices if probe else [])],
             "native_op_count": len(native), "native_ops": sorted(native),
-            "options": dict(getattr(rec.backend, "options", {}) or {}),  # glow.compile(options=...)
+            # glow.compile(options=...); not for an object discovery refused as no glow.Backend
+            "options": dict(rec.backend.options or {}) if isinstance(rec.backend, Backend) else {},
         })
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     for r in rows:
         status = "available" if r["available"] else f"unavailable: {r['reason']}"
-        devs = ", ".join(d["id"] for d in r["devices"]) or "-"
         print(f"{r['name']:<12} {status}")
-        if r["available"]:
-            print(f"{'':<12} devices: {devs}; native ops: {r['native_op_count']}")
+        if r["available"] and probe:
+            print(f"{'':<12} devices: {', '.join(d['id'] for d in r['devices'])}; native ops: {r['native_op_count']}")
         if r["api_note"]:
             print(f"{'':<12} {r['api_note']}")
+    if not probe and any(r["available"] for r in rows):
+        print("(installed and loadable; `glow backends --probe` asks each for its devices and ops)")
     return 0
 
 
@@ -733,6 +752,8 @@ def cmd_bundle(args) -> int:
 
 
 def cmd_quantize(args) -> int:
+    import numpy as np
+
     if args.weights:
         return _quantize_weights(args)
     from .quantizer import quantize

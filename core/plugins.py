@@ -45,16 +45,51 @@ ENTRY_POINT_GROUP = "glow.backends"
 
 @dataclass
 class BackendRecord:
+    """One backend glow found. `found`: its plugin loaded, its API fits and `check_available()`
+    (cheap: is the library there?) passed; else `reason` says why not. Its devices are probed
+    (`Backend.devices()`, which may initialise a platform: PyOpenCL's, CUDA's) only when first
+    needed: `available` and `devices` probe, and a probe that fails makes the backend unavailable
+    with that reason. `glow backends` shows what is known without probing unless asked."""
+
     name: str
     backend: Backend | None
-    available: bool
+    found: bool
     reason: str = ""
     source: str = ""
-    devices: list[Device] = field(default_factory=list)
     #: The backend API it was built for (None: undeclared, taken as 1) and, when that is not this
     #: glow's own, what `glow backends` says about it.
     api: int | None = None
     api_note: str = ""
+    _devices: list[Device] | None = field(default=None, repr=False)
+
+    def probe(self) -> bool:
+        """Ask the backend for its devices (once); whether it is available."""
+        with _probe_lock:
+            if self.found and self._devices is None:
+                try:
+                    devices = list(self.backend.devices())
+                    if not devices:
+                        raise BackendError("no devices found")
+                except Exception as e:  # noqa: BLE001 - a missing device is a reason, not a crash
+                    self.found, self.reason, devices = False, str(e) or type(e).__name__, []
+                self._devices = devices
+        return self.found
+
+    @property
+    def probed(self) -> bool:
+        return self._devices is not None or not self.found
+
+    @property
+    def available(self) -> bool:
+        return self.probe()
+
+    @property
+    def devices(self) -> list[Device]:
+        self.probe()
+        return self._devices or []
+
+
+_probe_lock = threading.RLock()  # a backend's devices() may ask the registry (ray's bind)
 
 
 def config_path() -> str:
@@ -226,19 +261,16 @@ class Registry:
         rec = BackendRecord(name, be, True, "", source)
         rec.api, note, runs = backend_api(be)
         if not isinstance(be, Backend):  # every hook glow calls is declared there, with its default
-            rec.available = False
+            rec.found = False
             rec.reason = f"{type(be).__name__} is not a glow.Backend (subclass glow.Backend)"
         elif not runs:
-            rec.available, rec.reason = False, note
+            rec.found, rec.reason = False, note
         else:
             rec.api_note = note
             try:
-                be.check_available()
-                rec.devices = list(be.devices())
-                if not rec.devices:
-                    raise BackendError("no devices found")
+                be.check_available()  # cheap; the devices are probed when first needed (BackendRecord)
             except Exception as e:  # noqa: BLE001 - a missing library or device is a reason, not a crash
-                rec.available = False
+                rec.found = False
                 rec.reason = str(e) or type(e).__name__
         self.records[name] = rec
 
@@ -259,11 +291,13 @@ class Registry:
         """The backend used when none is named: the available one with the highest declared
         `Backend.priority` (see core/backend.py for the built-ins' order and why); equal
         priorities go to the alphabetically first name, so the choice never depends on the order
-        in which entry points happen to be listed."""
-        avail = [r for r in self.records.values() if r.available]
-        if not avail:
-            raise BackendError("no backend is available (see `glow backends`)")
-        return min(avail, key=lambda r: (-_priority(r.backend), r.name)).backend
+        in which entry points happen to be listed. Only candidates down to the one chosen are
+        probed for devices."""
+        found = sorted((r for r in self.records.values() if r.found), key=lambda r: (-_priority(r.backend), r.name))
+        for rec in found:
+            if rec.available:
+                return rec.backend
+        raise BackendError("no backend is available (see `glow backends`)")
 
     def logical_devices(self) -> list[dict]:
         return list(self.config.get("devices", []))

@@ -16,6 +16,7 @@ forms (attributes that later became inputs, and so on) into that one.
 from __future__ import annotations
 
 import enum
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -231,7 +232,26 @@ def op(name: str, **kw) -> OpDef:
     return register(OpDef(name=name, **kw))
 
 
+_loaded = False
+_load_lock = threading.RLock()
+
+
+def _ensure_loaded() -> None:
+    """Import the op modules (glow.ops.OP_MODULES) on the table's first use. Re-entrant: an op
+    module that looks up an op while it loads finds the modules before it in place."""
+    global _loaded
+    if _loaded:
+        return
+    with _load_lock:
+        if not _loaded:
+            from . import load_op_modules
+
+            load_op_modules()
+            _loaded = True
+
+
 def get_op(name: str, domain: str = "") -> OpDef:
+    _ensure_loaded()
     try:
         return _REGISTRY[(domain, name)]
     except KeyError:
@@ -239,12 +259,14 @@ def get_op(name: str, domain: str = "") -> OpDef:
 
 
 def find_onnx_op(op_type: str, domain: str = "") -> OpDef | None:
+    _ensure_loaded()
     if domain == "ai.onnx":
         domain = ""
     return _ONNX.get((domain, op_type))
 
 
 def all_ops() -> list[OpDef]:
+    _ensure_loaded()
     return sorted(_REGISTRY.values(), key=lambda o: (o.domain, o.name))
 
 
