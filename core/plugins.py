@@ -83,10 +83,18 @@ class BackendRecord:
     def available(self) -> bool:
         return self.probe()
 
+    @available.setter
+    def available(self, value: bool) -> None:  # a test (or a plugin's glow_configure) turning it off
+        self.found = bool(value)
+
     @property
     def devices(self) -> list[Device]:
         self.probe()
         return self._devices or []
+
+    @devices.setter
+    def devices(self, devices: list[Device]) -> None:
+        self._devices = list(devices)
 
 
 _probe_lock = threading.RLock()  # a backend's devices() may ask the registry (ray's bind)
