@@ -26,7 +26,7 @@ import importlib.metadata
 import os
 import sys
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import pluggy
 
@@ -43,24 +43,24 @@ else:  # pragma: no cover
 ENTRY_POINT_GROUP = "glow.backends"
 
 
-@dataclass
 class BackendRecord:
     """One backend glow found. `found`: its plugin loaded, its API fits and `check_available()`
     (cheap: is the library there?) passed; else `reason` says why not. Its devices are probed
     (`Backend.devices()`, which may initialise a platform: PyOpenCL's, CUDA's) only when first
     needed: `available` and `devices` probe, and a probe that fails makes the backend unavailable
-    with that reason. `glow backends` shows what is known without probing unless asked."""
+    with that reason. `glow backends` shows what is known without probing unless asked.
+    `devices=[...]` gives the devices up front (no probe)."""
 
-    name: str
-    backend: Backend | None
-    found: bool
-    reason: str = ""
-    source: str = ""
-    #: The backend API it was built for (None: undeclared, taken as 1) and, when that is not this
-    #: glow's own, what `glow backends` says about it.
-    api: int | None = None
-    api_note: str = ""
-    _devices: list[Device] | None = field(default=None, repr=False)
+    def __init__(self, name: str, backend: Backend | None, found: bool, reason: str = "", source: str = "",
+                 devices: list[Device] | None = None, api: int | None = None, api_note: str = ""):
+        self.name, self.backend, self.found, self.reason, self.source = name, backend, found, reason, source
+        #: The backend API it was built for (None: undeclared, taken as 1) and, when that is not
+        #: this glow's own, what `glow backends` says about it.
+        self.api, self.api_note = api, api_note
+        self._devices = None if devices is None else list(devices)
+
+    def __repr__(self):
+        return f"BackendRecord({self.name!r}, found={self.found}, probed={self.probed}, reason={self.reason!r})"
 
     def probe(self) -> bool:
         """Ask the backend for its devices (once); whether it is available."""
