@@ -300,6 +300,11 @@ class Executable:
         outs = self._run(feeds)
         return [ProfileRecord(self.graph.name, "(whole run)", time.perf_counter() - t0)], "run", outs
 
+    def close(self) -> None:
+        """Optional: release what the executable holds beyond memory (worker threads, remote
+        actors, device queues) now rather than when it is collected; the multi-device and
+        replicated executables do. Calling it twice is harmless; the default does nothing."""
+
     # -- optional: saving (core/saved.py) ------------------------------------------------------
     def save(self, path) -> None:
         """Write this executable to one file that `glow.load(path)` opens in another process

@@ -247,9 +247,7 @@ class Kit:
             return "fail", f"compile: {_err(e)}"
         names = [o.name for o in case.load().graph.output]
         status, detail, *missing = _compare_run(exe, case.data_sets, names, case.rtol, case.atol)
-        close = getattr(exe, "close", None)
-        if callable(close):
-            close()
+        exe.close()
         return status, (how if status == "pass" else f"{how}: {detail}"), *missing
 
 
