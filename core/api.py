@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from .backend import CompileOptions, Executable
 from .errors import BackendError, GlowError, InputError, ModelLoadError, internal_errors
-from .flow import compile_for_backend, compiling
-from .graph import Graph
 from .plugins import registry
+
+if TYPE_CHECKING:
+    from .graph import Graph
+
+# The compile flow (and with it the op table) is imported where a compile starts: `glow run` of a
+# model in the executable cache, and glow.load, need neither.
 
 
 def available_backends() -> list[str]:
@@ -18,6 +23,8 @@ def available_backends() -> list[str]:
 
 
 def as_graph(model) -> Graph:
+    from .graph import Graph
+
     if isinstance(model, Graph):
         return model
     # torch (seconds to import) is only looked at if the caller has loaded it: an ExportedProgram means it is
@@ -105,13 +112,8 @@ def compile_imported(model, graph: Graph | None, backend: str | None = None, *, 
     its inputs): a miss of the executable cache, keyed by `model`, does not import it again."""
     key = None
     if cache and not devices:
-        from . import compile_cache
-
-        compile_cache.limit_bytes()  # a bad GLOW_EXE_CACHE_MB fails now, not after the compile
-        be_name = registry().get(backend).name if backend else registry().default().name
-        key = compile_cache.key(model, be_name, {"native": native, "threads": threads, "optimize": optimize,
-                                                 "options": options or {}})
-        exe = None if key is None else compile_cache.lookup(key, threads)
+        key, exe = _cache_lookup(model, backend, native=native, threads=threads, optimize=optimize,
+                                 options=options)
         if exe is not None:
             return exe
     if graph is None and not devices:
@@ -119,13 +121,36 @@ def compile_imported(model, graph: Graph | None, backend: str | None = None, *, 
     graph = graph if graph is not None else as_graph(model)
     what = f"compiling graph '{graph.name}' for " + (f"devices {devices}" if devices else
                                                      f"backend '{backend or 'default'}'")
+    from .flow import compiling
+
     with internal_errors(what), compiling():  # a non-GlowError from here on is a glow bug
         exe = _compile(graph, backend, native=native, threads=threads, devices=devices,
                        optimize=optimize, pins=pins, bans=bans, strict=strict, objective=objective,
                        phase=progress or (lambda name: None), options=options or {}, replicas=replicas)
         if key is not None:
+            from . import compile_cache
+
             compile_cache.store(key, exe)
     return exe
+
+
+def cached(model, backend: str | None = None, *, native=None, threads=None, optimize=True,
+           options=None) -> Executable | None:
+    """The executable `compile(model, backend, ..., cache=True)` would open from the executable
+    cache without compiling (or importing the model), or None. `glow run` asks first, so that a
+    model it ran before does not pay for importing ONNX (a second) to run again."""
+    return _cache_lookup(model, backend, native=native, threads=threads, optimize=optimize, options=options)[1]
+
+
+def _cache_lookup(model, backend, *, native, threads, optimize, options):
+    """(the cache key of the compile, or None when it cannot be cached; the cached executable or None)."""
+    from . import compile_cache
+
+    compile_cache.limit_bytes()  # a bad GLOW_EXE_CACHE_MB fails now, not after the compile
+    be_name = registry().get(backend).name if backend else registry().default().name
+    key = compile_cache.key(model, be_name, {"native": native, "threads": threads, "optimize": optimize,
+                                             "options": options or {}})
+    return key, (None if key is None else compile_cache.lookup(key, threads))
 
 
 def _warm_up(backend: str | None) -> None:
@@ -164,6 +189,8 @@ def _compile(graph, backend, *, native, threads, devices, optimize, pins, bans, 
     if unknown:
         known = ", ".join(sorted(be.options)) or "none"
         raise InputError(f"backend '{be.name}' has no option '{unknown[0]}' (its options: {known})")
+    from .flow import compile_for_backend
+
     return compile_for_backend(graph, be, CompileOptions(native=native, threads=threads, strict=strict,
                                                          backend_options=dict(options)),
                                optimize=optimize, phase=phase)

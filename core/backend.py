@@ -12,16 +12,31 @@ import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .errors import BackendError, InputError, InternalError, internal_errors
-from .graph import Graph, Node
-from .interpreter import check_inputs
 
-#: The plugin API version this glow speaks. A backend states the version it was written for in
-#: `Backend.api_version`; one with a different major version is listed unavailable.
-API_VERSION = "1.0"
+if TYPE_CHECKING:  # imported where used: a plugin that subclasses Backend loads no NumPy or op table
+    import numpy as np
+
+    from .graph import Graph, Node
+
+
+def check_inputs(graph, feeds):
+    from .interpreter import check_inputs
+
+    return check_inputs(graph, feeds)
+
+#: The backend API this glow speaks: the contract of `Backend`, `Executable` and the hooks in
+#: glow.hookspecs. A backend states the version it was built for in `Backend.api_version`;
+#: discovery (glow.plugins) lists one built for an API outside OLDEST_BACKEND_API..BACKEND_API as
+#: unavailable, with the reason. docs/backends.md says what each version changed.
+BACKEND_API = 2
+#: The oldest backend API this glow still runs: API 2 only added to API 1 (declared hooks, a
+#: known-failures file, KernelNotWrittenError), so plugins built for API 1 work unchanged.
+OLDEST_BACKEND_API = 1
+#: BACKEND_API as the "major.minor" text API 1 used (`api_version = glow.API_VERSION`).
+API_VERSION = f"{BACKEND_API}.0"
 
 
 @dataclass(frozen=True)
@@ -134,7 +149,16 @@ class Profile:
             lines.append(f"{r.seconds * 1e3:>10.3f} {100 * r.seconds / total:>6.1f}  {r.op:<20.20} {r.name}")
         if len(rows) < len(self.records):
             lines.append(f"... {len(self.records) - len(rows)} more")
+        rest = self.untracked_seconds
+        if self.granularity != "run" and rest > 0:  # so the shares add up to the whole run
+            lines.append(f"{rest * 1e3:>10.3f} {100 * rest / total:>6.1f}  {'(untracked)':<20} time in no record: "
+                         "the runtime around them (inputs, outputs, dispatch, threads starting and waiting)")
         return "\n".join(lines) + "\n"
+
+    @property
+    def untracked_seconds(self) -> float:
+        """The part of `total_seconds` that no record covers (0 when they cover it all)."""
+        return max(0.0, self.total_seconds - sum(r.seconds for r in self.records))
 
     def __str__(self) -> str:
         return self.table()
@@ -198,6 +222,8 @@ class Executable:
     def _run_into(self, feeds: dict, into: dict) -> dict:
         """`_run` with outputs written into the arrays of `into` (checked). The default runs,
         then copies: right whatever aliases what, since every input was read by then."""
+        import numpy as np
+
         outs = _by_output_name(self._run(feeds), self.output_names)
         for name, arr in into.items():
             got = np.asarray(outs[name])
@@ -209,6 +235,8 @@ class Executable:
         return outs
 
     def _check_into(self, into) -> dict:
+        import numpy as np
+
         if not into:
             return {}
         if not isinstance(into, dict):
@@ -272,6 +300,11 @@ class Executable:
         outs = self._run(feeds)
         return [ProfileRecord(self.graph.name, "(whole run)", time.perf_counter() - t0)], "run", outs
 
+    def close(self) -> None:
+        """Optional: release what the executable holds beyond memory (worker threads, remote
+        actors, device queues) now rather than when it is collected; the multi-device and
+        replicated executables do. Calling it twice is harmless; the default does nothing."""
+
     # -- optional: saving (core/saved.py) ------------------------------------------------------
     def save(self, path) -> None:
         """Write this executable to one file that `glow.load(path)` opens in another process
@@ -322,15 +355,23 @@ class Backend:
     """Subclass this to add a device type. Only `name` and `compile` are required.
 
     The whole contract glow relies on is declared here (nothing else is looked up by name):
-    `name`, `api_version`, `priority`, `description`, `options`, `specialises_shapes`;
-    `check_available`, `devices`, `supports`, `defers`, `native_ops`, `fusions`, `transform_graph`,
-    `warm_up`, `compile`; for multi-device runs `to_device` / `to_host` (with
-    `Executable.run_device`, and `handle_kind`); for devices named by the backend at run time, or
-    served elsewhere, `find_device` and `bind` (glow.backends.ray); for saved executables
-    `load_saved` (with `Executable._saved_state`); for ahead-of-time bundles `bundle`."""
+    `name`, `api_version`, `priority`, `description`, `options`, `specialises_shapes`,
+    `known_failures`; `check_available`, `devices`, `supports`, `defers`, `native_ops`,
+    `fusions`, `transform_graph`, `warm_up`, `compile`; for multi-device runs `to_device` /
+    `to_host` (with `Executable.run_device`, and `handle_kind`); for devices named by the backend
+    at run time, or served elsewhere, `find_device`, `bind` and `compile_remote` (glow.backends.
+    ray); for saved executables `load_saved` (with `Executable._saved_state`); for ahead-of-time
+    bundles `bundle`. A plugin's backends are instances of this class (discovery refuses others)."""
 
     name: str = ""
-    api_version: str = API_VERSION
+    #: The backend API this backend was built for (`glow.BACKEND_API` when it was written: the
+    #: scaffold writes it). None, not declaring one, is taken as API 1, the last version in which
+    #: declaring was optional; a version this glow cannot run makes the backend unavailable.
+    api_version: int | None = None
+    #: The conformance kit's expected failures of this backend: a path to a file of
+    #: `check id  # reason` lines (the scaffold ships an empty `known_failures.txt` beside its
+    #: backend module); None: none. glow's own lists (glow/testing/known_failures) are read too.
+    known_failures: str | None = None
     #: The default backend (no backend named: `glow.compile(model)`, `glow run model.onnx`) is the
     #: available one with the highest priority; equal priorities go to the first name
     #: alphabetically. The built-ins rank by what serves a user on this machine best: cuda 20
@@ -357,9 +398,14 @@ class Backend:
     specialises_shapes: bool = False
 
     def check_available(self) -> None:
-        """Raise `BackendError("why")` when the library or device is missing."""
+        """Raise `BackendError("why")` when the library is missing. Cheap checks only (is the
+        package installed? `importlib.util.find_spec`): glow asks every backend whenever it
+        lists them (`glow backends`, every CLI command); probing a device belongs in `devices`."""
 
     def devices(self) -> list[Device]:
+        """The devices, with the partitioner's figures. Here a backend probes its platform (imports
+        its device library, asks the driver); glow calls it when a device is first needed, and a
+        BackendError from it, or no device, makes the backend unavailable with that reason."""
         return [Device(self.name, "0")]
 
     def find_device(self, name: str) -> Device | None:
@@ -408,6 +454,19 @@ class Backend:
 
     def compile(self, graph: Graph, options: CompileOptions) -> Executable:  # pragma: no cover
         raise BackendError(f"backend '{self.name}' does not implement compile()")
+
+    def compile_remote(self, target, parts: list, *, threads: int | None = None, optimize: bool = True):
+        """Optional, for devices whose partitions compile elsewhere (a ray device compiles them on
+        its node): start compiling `parts` (glow.partition.Partition's of `target`, a
+        glow.partition.Target of this backend) and return at once a callable that waits and gives
+        their executables, in order. glow calls it instead of `compile` for every partition placed
+        on such a device (`compiles_remotely`), before compiling the local ones."""
+        raise BackendError(f"backend '{self.name}' compiles in this process (it has no compile_remote)")
+
+    @property
+    def compiles_remotely(self) -> bool:
+        """Whether this backend overrides `compile_remote` (what the partitioner asks)."""
+        return type(self).compile_remote is not Backend.compile_remote
 
     def load_saved(self, graph: Graph, state: dict, sections: dict, options: CompileOptions,
                    where: str) -> Executable:

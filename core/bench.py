@@ -130,7 +130,7 @@ def _openvino(model, threads: int):
     try:
         import openvino as ov
     except ImportError:
-        raise InputError("--vs openvino needs the openvino package (pip install 'glow[bench]')") from None
+        raise InputError("--vs openvino needs the openvino package (pip install 'glow-compiler[bench]')") from None
     core = ov.Core()
     if hasattr(model, "SerializeToString"):  # a generated model: OpenVINO reads ONNX from a file
         with tempfile.TemporaryDirectory() as d:

@@ -11,8 +11,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
 from .errors import GlowError, InputError, InternalError, internal_errors
 from .fileio import check_writable, write_atomic
 
@@ -124,12 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("backends", help="list backends: available or not (and why), devices, ops",
                        description="List every backend glow found, available or not.")
-    b.add_argument("--json", action="store_true", help="machine-readable output")
+    b.add_argument("--probe", action="store_true", help="ask each backend for its devices and native ops "
+                   "(initialises platforms such as OpenCL's: can take a second or more)")
+    b.add_argument("--json", action="store_true", help="machine-readable output, probed as with --probe")
     b.set_defaults(func=cmd_backends)
 
     c = sub.add_parser("compile", help="compile a model and dump what the compiler made",
                        description="Compile MODEL and print one of its intermediate forms.")
-    c.add_argument("model")
+    c.add_argument("model", help="path to an .onnx file")
     c.add_argument("--dump", choices=["graph", "dot", "ir", "memory"], default="graph",
                    help="what to print: graph (the optimised graph the backend gets), dot (the same, "
                    "Graphviz), ir (instruction IR with buffer offsets), memory (the arena plan)")
@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "its weights", description="Write DIR/NAME.o, DIR/NAME.h and DIR/NAME.weights.bin: "
                         "the model as one C-callable function `int NAME(constant_weights, mutable_weights, "
                         "activations)` for this CPU or --target (see examples/bundle/main.c).")
-    bd.add_argument("model")
+    bd.add_argument("model", help="path to an .onnx file")
     bd.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for the bundle's files")
     bd.add_argument("--target", default=None, metavar="TRIPLE",
                     help="LLVM target triple, e.g. aarch64-linux-gnu, riscv64-linux-gnu (default: this host)")
@@ -164,23 +164,29 @@ def build_parser() -> argparse.ArgumentParser:
                     "array, for targets without a file system)")
     bd.add_argument("--shape", action="append", default=[], metavar="NAME=DxD...",
                     help="fixed shape for an input with symbolic dims (repeatable; others 1)")
-    bd.add_argument("--native", choices=["floor", "all"], default=None)
+    bd.add_argument("--native", choices=["floor", "all"], default=None,
+                    help="restrict the backend's native ops ('floor': lower everything to primitives)")
     bd.add_argument("--json", action="store_true", help="print what was written as JSON")
     bd.set_defaults(func=cmd_bundle)
 
     bn = sub.add_parser("bench", help="time a model against onnxruntime and OpenVINO (interleaved, medians)",
                         description="Benchmark MODEL (a path, a light model name such as 'resnet50', or "
-                        "'mlp', 'small_cnn', 'transformer') with glow and its peers in one process.")
-    bn.add_argument("model")
-    bn.add_argument("--backend", "-b", default=None)
+                        "'mlp', 'small_cnn', 'transformer') with glow and its peers in one process: each "
+                        "round runs each once, in turn, on fresh inputs; the report gives medians, min-max, "
+                        "the ratio glow / peer and the largest output difference. The peers are the bench "
+                        "extra: pip install 'glow-compiler[bench]'.")
+    bn.add_argument("model", help="an .onnx file, a light model of the onnx wheel (resnet50, vgg19, ...) or a "
+                    "generated one (mlp, small_cnn, transformer)")
+    bn.add_argument("--backend", "-b", default=None, help="glow backend to time (default: best available)")
     bn.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="threads for glow and the peer (default: all cores)")
-    bn.add_argument("--rounds", type=int, default=20)
+    bn.add_argument("--rounds", type=int, default=20, help="timed runs of each runtime (default 20)")
     bn.add_argument("--vs", default="onnxruntime", metavar="PEERS",
-                    help="comma-separated peers: onnxruntime, openvino (pip install 'glow[bench]'), "
+                    help="comma-separated peers: onnxruntime, openvino (pip install 'glow-compiler[bench]'), "
                     "or none (default onnxruntime)")
-    bn.add_argument("--native", choices=["floor", "all"], default=None)
-    bn.add_argument("--json", action="store_true")
+    bn.add_argument("--native", choices=["floor", "all"], default=None,
+                    help="restrict the backend's native ops ('floor': lower everything to primitives)")
+    bn.add_argument("--json", action="store_true", help="print the result as JSON (every timing and difference)")
     bn.set_defaults(func=cmd_bench)
 
     from .cli_generate import add_parser as add_generate
@@ -197,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "for -p int4. MODEL may be a folder "
                         "(onnxruntime-genai's or an optimum export): OUT is then a new folder with every "
                         ".onnx quantized and the other files copied.")
-    qz.add_argument("model")
+    qz.add_argument("model", help="the float model: an .onnx file, or a folder of them (onnxruntime-genai's "
+                    "or an optimum export)")
     qz.add_argument("-o", "--output", required=True, metavar="OUT", help="the quantized model (or folder) to write")
     qz.add_argument("--weights", choices=["int4", "int8"], help="weight-only block quantization (no calibration)")
     qz.add_argument("--block", type=int, default=32, help="with --weights: values per block along K, a power "
@@ -211,8 +218,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "calibration runs on its first axis (arr[i] is run i's input)")
     qz.add_argument("--profile", metavar="FILE", help="reuse this saved profile if it exists (its graph hash "
                     "must match the model's), else profile and save it here")
-    qz.add_argument("--schema", choices=["asymmetric", "symmetric", "symmetric-unsigned"], default="asymmetric")
-    qz.add_argument("--calibrate", choices=["minmax", "percentile"], default="minmax")
+    qz.add_argument("--schema", choices=["asymmetric", "symmetric", "symmetric-unsigned"], default="asymmetric",
+                    help="activations: uint8 with a zero point (asymmetric, the default), int8 with zero "
+                    "point 0 (symmetric), or uint8 from 0 where a tensor is never negative and int8 elsewhere "
+                    "(symmetric-unsigned)")
+    qz.add_argument("--calibrate", choices=["minmax", "percentile"], default="minmax",
+                    help="how a tensor's range is chosen from the calibration runs: minmax (default) or "
+                    "percentile (see --percentile)")
     qz.add_argument("--percentile", type=float, default=99.999, help="with --calibrate percentile: the share "
                     "of values the range holds (default 99.999)")
     qz.add_argument("--per-tensor", action="store_true", help="one scale per weight, not per output channel")
@@ -230,7 +242,7 @@ def _backend_author_commands(sub):
     nb = sub.add_parser("new-backend", help="scaffold a backend plugin package (glow-backend-NAME)",
                         description="Write glow-backend-NAME/: a pip-installable backend package with its "
                         "entry point, a support predicate, the floor kernels stubbed (each raising "
-                        "NotImplementedError), tests wired to the conformance kit and a README.")
+                        "glow.KernelNotWrittenError), tests wired to the conformance kit and a README.")
     nb.add_argument("name", help="backend name: lower-case letters and digits, words joined by - or _")
     nb.add_argument("--dir", default=".", help="folder to create the package in (default: here)")
     nb.set_defaults(func=cmd_new_backend)
@@ -240,7 +252,10 @@ def _backend_author_commands(sub):
                         "every op it claims (by element type, against the reference), the ONNX node cases "
                         "it can run alone or with lowering, and the light models (partitioned with "
                         "--fallback where it cannot run them alone). Exit code 1 when a check fails.")
-    cf.add_argument("--backend", "-b", required=True, help="backend to check")
+    which = cf.add_mutually_exclusive_group(required=True)
+    which.add_argument("--backend", "-b", help="backend to check")
+    which.add_argument("--all", action="store_true", help="check every available backend, one after another, "
+                       "and end with one table of them all (ray, whose devices run other backends, is left out)")
     cf.add_argument("--sections", default="records,nodes,models",
                     help="comma-separated: records, nodes, models (default: all three)")
     cf.add_argument("--filter", default=None, metavar="REGEX", help="only checks whose id matches")
@@ -248,7 +263,10 @@ def _backend_author_commands(sub):
     cf.add_argument("--fallback", default="reference", metavar="DEVICE",
                     help="device for the nodes of a light model the backend cannot run ('none': skip "
                     "such models; default: reference)")
-    cf.add_argument("--known-failures", metavar="FILE", help="expected failures: 'check id  # reason' lines")
+    cf.add_argument("--strict", action="store_true", help="no fallback device: a light model the backend "
+                    "cannot run alone fails (instead of running partitioned with --fallback)")
+    cf.add_argument("--known-failures", metavar="FILE", help="expected failures: 'check id  # reason' lines "
+                    "(added to the backend's own list, Backend.known_failures, and glow's)")
     cf.add_argument("--jobs", "-j", type=int, default=1, help="run the checks in this many processes")
     cf.add_argument("--json", action="store_true", help="print the report as JSON")
     cf.set_defaults(func=cmd_conformance)
@@ -267,15 +285,36 @@ def cmd_new_backend(args) -> int:
 
 
 def cmd_conformance(args) -> int:
-    from .testing.conformance import read_known_failures, run_conformance
+    from .testing.conformance import checkable_backends, read_known_failures
+    from .testing.conformance_report import summary_table
 
-    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     if args.jobs < 1:
         raise InputError("--jobs must be at least 1")
+    if args.strict and args.fallback not in ("reference", "none"):
+        raise InputError("--strict runs every model on the backend alone: no --fallback with it")
     known = read_known_failures(args.known_failures) if args.known_failures else None
-    from .progress import bar
+    names, left_out = checkable_backends() if args.all else ([args.backend], {})
+    reports = [_conformance_of(name, args, known) for name in names]
+    if args.json:
+        out = [r.to_json() for r in reports]
+        print(json.dumps(out if args.all else out[0], indent=2))
+    else:
+        for r in reports:
+            if args.all:
+                print(f"== {r.backend}")
+            print(r.to_text(), end="")
+        if args.all:
+            print("\nConformance of every available backend (passed/run; ops: claimed ops whose records all pass)")
+            print(summary_table(reports, left_out), end="")
+    return 0 if all(r.ok for r in reports) else 1
 
-    checks = bar(None, f"conformance {args.backend}", unit="check")  # drawn only on a terminal
+
+def _conformance_of(backend: str, args, known):
+    from .progress import bar
+    from .testing.conformance import run_conformance
+
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    checks = bar(None, f"conformance {backend}", unit="check")  # drawn only on a terminal
 
     def progress(done, total, check):
         checks.total = total
@@ -283,14 +322,9 @@ def cmd_conformance(args) -> int:
         checks.update(1)
 
     with checks:
-        report = run_conformance(args.backend, sections=sections, pattern=args.filter, native=args.native,
-                                 fallback=None if args.fallback == "none" else args.fallback,
-                                 known_failures=known, progress=progress, jobs=args.jobs)
-    if args.json:
-        print(json.dumps(report.to_json(), indent=2))
-    else:
-        print(report.to_text(), end="")
-    return 0 if report.ok else 1
+        return run_conformance(backend, sections=sections, pattern=args.filter, native=args.native,
+                               fallback=None if args.fallback == "none" else args.fallback,
+                               known_failures=known, progress=progress, jobs=args.jobs, strict=args.strict)
 
 
 def _placement_args(p, required: bool):
@@ -398,8 +432,10 @@ def cmd_run(args) -> int:
         ph.start("import")
         t0 = time.perf_counter()
         exe = api.load(args.model, threads=args.threads) if saved else None  # nothing to compile
+        if exe is None and not placement["devices"]:  # run before: no ONNX import (a second), no compile
+            exe = api.cached(args.model, args.backend, native=args.native, threads=args.threads)
         compile_s = time.perf_counter() - t0
-        graph = exe.graph if saved else api.as_graph(args.model)  # ONNX, or a torch.export .pt2
+        graph = exe.graph if exe is not None else api.as_graph(args.model)  # ONNX, or a torch.export .pt2
         if args.inputs:
             feeds = _load_inputs(args.inputs, graph)
         else:
@@ -408,13 +444,15 @@ def cmd_run(args) -> int:
         t0 = time.perf_counter()
         if saved:
             be_name = f"{graph.meta['backend']} (loaded from {args.model})"
+        elif exe is not None:
+            pass  # from the executable cache (its stats say so below)
         elif placement["devices"]:
             exe = api.compile(graph, native=args.native, threads=args.threads, progress=ph.start, **placement)
         else:
             exe = api.compile_imported(args.model, graph, backend=args.backend, native=args.native,
                                        threads=args.threads, progress=ph.start, cache=True,
                                        strict=placement["strict"])
-        if not saved:
+        if not saved and "loaded" not in (getattr(exe, "stats", None) or {}):
             compile_s = time.perf_counter() - t0
     if placement["devices"]:
         print(f"partitioned over {', '.join(t.name for t in exe.placement.targets)}: "
@@ -429,13 +467,16 @@ def cmd_run(args) -> int:
     compiled = f"{where}; loaded in {compile_s:.3f} s" if saved else f"{where}; compiled in {compile_s:.3f} s{how}"
     # Symbolic dims: the code-generating backends compile for the shapes seen on the first run.
     first_note = "" if graph.is_static() else " (a first run with new shapes includes compiling for them)"
-    times = []
+    times, outs = [], None
     for i in range(args.repeat):
         if i and not args.inputs:
             feeds = make_inputs(graph, args.seed + i, dims)
         t = time.perf_counter()
-        outs = exe.run(feeds)
+        got = exe.run(feeds)
         times.append(time.perf_counter() - t)
+        # What is shown and saved is the first run's: the outputs of --inputs, or of --seed's inputs
+        # (later runs draw fresh ones, only to be timed).
+        outs = got if outs is None else outs
     report(compiled)
     if len(times) == 1:
         report(f"ran in {times[0] * 1e3:.3f} ms{first_note}")
@@ -469,14 +510,9 @@ def report(line: str):
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    from . import __version__  # the package's own: no distribution metadata to read (a second's scan)
 
-        return version("glow")
-    except Exception:  # noqa: BLE001 - not installed as a distribution (a source tree on sys.path)
-        from . import __version__
-
-        return __version__
+    return __version__
 
 
 _SHAPE = re.compile(r"^([^=]+)=(\d+(?:[xX]\d+)*)?$")
@@ -533,6 +569,8 @@ def input_shapes(graph, shapes: dict | None = None, warn=None) -> dict[str, tupl
 
 
 def _load_inputs(path: str, graph) -> dict:
+    import numpy as np
+
     if not os.path.isfile(path):
         raise InputError(f"{path}: no such inputs file")
     try:
@@ -548,11 +586,15 @@ def _load_inputs(path: str, graph) -> dict:
 
 def _save_npz_atomic(path: str, arrays: dict):
     """Write to a temporary file in the same folder, then rename: never a partial output file."""
+    import numpy as np
+
     write_atomic(path, lambda f: np.savez(f, **{k: np.asarray(v) for k, v in arrays.items() if v is not None}),
                  suffix=".npz", what="outputs")
 
 
 def describe(v) -> str:
+    import numpy as np
+
     if isinstance(v, list):
         return f"sequence of {len(v)}"
     if v is None:
@@ -569,29 +611,40 @@ def describe(v) -> str:
 
 # -- backends --------------------------------------------------------------------------------------
 def cmd_backends(args) -> int:
+    """Every backend found. Devices are probed (which may initialise a platform: PyOpenCL's,
+    CUDA's; a second or more) only with --probe or --json; without, the list says what the cheap
+    checks found (the plugin loads, its library is installed)."""
+    from .backend import Backend
     from .plugins import registry
 
     reg = registry()
+    probe = args.probe or args.json
     rows = []
     for name, rec in sorted(reg.records.items()):
-        native = rec.backend.native_ops() if rec.available else []
+        if probe:
+            rec.probe()
+        native = rec.backend.native_ops() if probe and rec.found else []
         rows.append({
-            "name": name, "available": rec.available, "reason": rec.reason or None,
-            "source": rec.source,
+            "name": name, "available": rec.found, "probed": rec.probed, "reason": rec.reason or None,
+            "source": rec.source, "backend_api": rec.api, "api_note": rec.api_note or None,
             "devices": [{"id": d.id, "kind": d.kind, "memory_bytes": d.memory_bytes,
-                         "peak_gflops": d.peak_gflops} for d in rec.devices],
+                         "peak_gflops": d.peak_gflops} for d in (rec.devices if probe else [])],
             "native_op_count": len(native), "native_ops": sorted(native),
-            "options": dict(getattr(rec.backend, "options", {}) or {}),  # glow.compile(options=...)
+            # glow.compile(options=...); not for an object discovery refused as no glow.Backend
+            "options": dict(rec.backend.options or {}) if isinstance(rec.backend, Backend) else {},
         })
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     for r in rows:
         status = "available" if r["available"] else f"unavailable: {r['reason']}"
-        devs = ", ".join(d["id"] for d in r["devices"]) or "-"
         print(f"{r['name']:<12} {status}")
-        if r["available"]:
-            print(f"{'':<12} devices: {devs}; native ops: {r['native_op_count']}")
+        if r["available"] and probe:
+            print(f"{'':<12} devices: {', '.join(d['id'] for d in r['devices'])}; native ops: {r['native_op_count']}")
+        if r["api_note"]:
+            print(f"{'':<12} {r['api_note']}")
+    if not probe and any(r["available"] for r in rows):
+        print("(installed and loadable; `glow backends --probe` asks each for its devices and ops)")
     return 0
 
 
@@ -693,6 +746,8 @@ def cmd_bundle(args) -> int:
 
 
 def cmd_quantize(args) -> int:
+    import numpy as np
+
     if args.weights:
         return _quantize_weights(args)
     from .quantizer import quantize

@@ -20,16 +20,18 @@ def add_parser(sub) -> None:
                    "(e.g. 1,2,3;4,5)")
     g.add_argument("--prompt", metavar="TEXT", help="text, encoded with the folder's tokenizer.json (needs the "
                    "'tokenizers' package)")
-    g.add_argument("--max-new-tokens", type=int, default=32, metavar="N")
+    g.add_argument("--max-new-tokens", type=int, default=32, metavar="N", help="tokens to generate (default 32)")
     g.add_argument("--max-length", type=int, default=None, metavar="N",
                    help="the KV cache's length (default: the model's configured max_length)")
     g.add_argument("--backend", "-b", default=None, help="backend name (default: best available)")
     g.add_argument("--threads", type=int, default=None, metavar="N", help="threads for the cpu backend")
     g.add_argument("--do-sample", action="store_true", help="sample instead of taking the most likely token")
-    g.add_argument("--temperature", type=float, default=1.0)
+    g.add_argument("--temperature", type=float, default=1.0, help="with --do-sample: divides the logits "
+                   "(below 1: surer, above 1: more varied; default 1.0)")
     g.add_argument("--top-k", type=int, default=0, metavar="K", help="sample among the K most likely (0: all)")
     g.add_argument("--top-p", type=float, default=1.0, metavar="P", help="nucleus sampling (1.0: off)")
-    g.add_argument("--seed", type=int, default=None)
+    g.add_argument("--seed", type=int, default=None, help="with --do-sample: seed of the sampler (default: "
+                   "a fresh one each run)")
     g.add_argument("--json", action="store_true", help="one JSON object: tokens, ttft_ms, decode_tokens_per_s, threads")
     g.set_defaults(func=cmd_generate)
 

@@ -28,11 +28,14 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import sys
 import time
 
 from .errors import GlowError
 
+#: onnx_import.MAX_MODEL_BYTES (not imported from there: that module imports onnx, over a second).
+MAX_MODEL_BYTES = 2**31 - 1
 #: Bump when what a key covers changes.
 VERSION = "glow-exe-cache/1"
 DEFAULT_MB = 2048
@@ -68,6 +71,8 @@ def _file_digest(path: str) -> str | None:
         real = os.path.realpath(path)
     except OSError:
         return None  # the importer says what is wrong with the path
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MODEL_BYTES:
+        return None  # a FIFO or device could block; a file too big to import is refused unread
     stamp = [st.st_size, st.st_mtime_ns, st.st_ino]
     memo = _memo_path(real)
     if memo is not None:

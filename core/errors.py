@@ -48,6 +48,21 @@ class LoweringError(BackendError):
         self.ops = dict(ops or {})
 
 
+class KernelNotWrittenError(BackendError, NotImplementedError):
+    """A backend's kernel that its author has not written yet (the stubs `glow new-backend`
+    writes raise it): the backend's work in progress, not a glow bug. `op` is the op's name,
+    `backend` who raises it; the conformance kit groups failures by `op` and says which kernels
+    to write first."""
+
+    def __init__(self, op: str, backend: str, where: str = ""):
+        self.op, self.backend = str(op), str(backend)
+        super().__init__(f"{backend}: the kernel for '{op}' is not written yet"
+                         + (f" (write it in {where})" if where else ""))
+
+    def __reduce__(self):  # the kit's worker processes send it back whole
+        return type(self), (self.op, self.backend)
+
+
 class GlowWarning(UserWarning):
     """Something glow did instead of what was asked or declared, and went on: a model's declared
     output shape that glow's inference (the ONNX spec) contradicts, nodes a backend cannot run

@@ -7,10 +7,12 @@ import mmap
 import os
 import stat
 import tempfile
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .errors import InputError, ModelLoadError
+
+if TYPE_CHECKING:  # only map_regular_file needs NumPy (glow backends and --version read plugins.toml)
+    import numpy as np
 
 
 def umask() -> int:
@@ -132,6 +134,8 @@ def map_regular_file(path: str, limit: int, what: str, error: type = ModelLoadEr
     Checked as `read_regular_file` checks. The mapping stays valid when the file is replaced
     (glow writes files by renaming a new one into place); truncating it in place while it is
     mapped is not supported."""
+    import numpy as np
+
     fd, st = _open_regular(path, what, error)
     try:
         if st.st_size > limit:

@@ -32,9 +32,11 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 def glow_backends() -> list:
     """Return the `glow.Backend` instances this plugin provides.
 
-    Called once when glow builds its backend registry. Keep it cheap: import heavy device
-    libraries inside `Backend.check_available()` so a missing library makes the backend
-    *unavailable with a reason* instead of breaking discovery.
+    Called once when glow builds its backend registry (every `glow` command). Keep it cheap:
+    import heavy device libraries inside `Backend.devices()` or later, and let
+    `Backend.check_available()` only look for them (`importlib.util.find_spec`), so a missing
+    library makes the backend *unavailable with a reason* instead of breaking discovery, and
+    listing backends costs no device library's import.
     """
 
 

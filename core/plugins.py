@@ -26,12 +26,12 @@ import importlib.metadata
 import os
 import sys
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import pluggy
 
 from . import hookspecs
-from .backend import API_VERSION, Backend, Device
+from .backend import BACKEND_API, OLDEST_BACKEND_API, Backend, Device
 from .errors import BackendError, GlowError
 from .fileio import read_regular_file
 
@@ -43,14 +43,61 @@ else:  # pragma: no cover
 ENTRY_POINT_GROUP = "glow.backends"
 
 
-@dataclass
 class BackendRecord:
-    name: str
-    backend: Backend | None
-    available: bool
-    reason: str = ""
-    source: str = ""
-    devices: list[Device] = field(default_factory=list)
+    """One backend glow found. `found`: its plugin loaded, its API fits and `check_available()`
+    (cheap: is the library there?) passed; else `reason` says why not. Its devices are probed
+    (`Backend.devices()`, which may initialise a platform: PyOpenCL's, CUDA's) only when first
+    needed: `available` and `devices` probe, and a probe that fails makes the backend unavailable
+    with that reason. `glow backends` shows what is known without probing unless asked.
+    `devices=[...]` gives the devices up front (no probe)."""
+
+    def __init__(self, name: str, backend: Backend | None, found: bool, reason: str = "", source: str = "",
+                 devices: list[Device] | None = None, api: int | None = None, api_note: str = ""):
+        self.name, self.backend, self.found, self.reason, self.source = name, backend, found, reason, source
+        #: The backend API it was built for (None: undeclared, taken as 1) and, when that is not
+        #: this glow's own, what `glow backends` says about it.
+        self.api, self.api_note = api, api_note
+        self._devices = None if devices is None else list(devices)
+
+    def __repr__(self):
+        return f"BackendRecord({self.name!r}, found={self.found}, probed={self.probed}, reason={self.reason!r})"
+
+    def probe(self) -> bool:
+        """Ask the backend for its devices (once); whether it is available."""
+        with _probe_lock:
+            if self.found and self._devices is None:
+                try:
+                    devices = list(self.backend.devices())
+                    if not devices:
+                        raise BackendError("no devices found")
+                except Exception as e:  # noqa: BLE001 - a missing device is a reason, not a crash
+                    self.found, self.reason, devices = False, str(e) or type(e).__name__, []
+                self._devices = devices
+        return self.found
+
+    @property
+    def probed(self) -> bool:
+        return self._devices is not None or not self.found
+
+    @property
+    def available(self) -> bool:
+        return self.probe()
+
+    @available.setter
+    def available(self, value: bool) -> None:  # a test (or a plugin's glow_configure) turning it off
+        self.found = bool(value)
+
+    @property
+    def devices(self) -> list[Device]:
+        self.probe()
+        return self._devices or []
+
+    @devices.setter
+    def devices(self, devices: list[Device]) -> None:
+        self._devices = list(devices)
+
+
+_probe_lock = threading.RLock()  # a backend's devices() may ask the registry (ray's bind)
 
 
 def config_path() -> str:
@@ -116,8 +163,29 @@ def _priority(be) -> float:
     return p if isinstance(p, (int, float)) and not isinstance(p, bool) and p == p else 0
 
 
-def _api_compatible(version: str) -> bool:
-    return str(version).split(".")[0] == API_VERSION.split(".")[0]
+def backend_api(be) -> tuple[int | None, str, bool]:
+    """(the backend API `be` was built for, a note on it, whether this glow runs it).
+
+    `api_version` is a whole number; API 1's "major.minor" text ("1.0") is read by its major part.
+    None (not declared) is taken as API 1, the last one in which declaring was optional."""
+    declared = getattr(be, "api_version", None)
+    if declared is None:
+        version, note = 1, f"declares no backend API version (api_version): taken as 1, glow has {BACKEND_API}"
+    else:
+        text = str(declared).strip()
+        major = text.split(".")[0]
+        if isinstance(declared, bool) or not major.isdigit():
+            return None, f"api_version {declared!r} is not a backend API version (glow has {BACKEND_API})", False
+        version, note = int(major), ""
+    built = f"built for backend API {version}, glow has {BACKEND_API}"
+    if version > BACKEND_API:
+        return version, f"{built}: this glow is older than the plugin; upgrade glow-compiler", False
+    if version < OLDEST_BACKEND_API:
+        return version, (f"{built}: this glow runs plugins built for API {OLDEST_BACKEND_API} to {BACKEND_API}; "
+                         "port it (docs/backends.md, 'Backend API versions') or install an older glow"), False
+    if version < BACKEND_API and not note:
+        note = f"{built} (still supported)"
+    return version, note, True
 
 
 class Registry:
@@ -199,17 +267,18 @@ class Registry:
             prev = self.records[name]
             raise GlowError(f"backend name '{name}' registered twice ({prev.source} and {source})")
         rec = BackendRecord(name, be, True, "", source)
-        if not _api_compatible(getattr(be, "api_version", "0")):
-            rec.available = False
-            rec.reason = (f"written for glow plugin API {be.api_version}, this glow speaks {API_VERSION}")
+        rec.api, note, runs = backend_api(be)
+        if not isinstance(be, Backend):  # every hook glow calls is declared there, with its default
+            rec.found = False
+            rec.reason = f"{type(be).__name__} is not a glow.Backend (subclass glow.Backend)"
+        elif not runs:
+            rec.found, rec.reason = False, note
         else:
+            rec.api_note = note
             try:
-                be.check_available()
-                rec.devices = list(be.devices())
-                if not rec.devices:
-                    raise BackendError("no devices found")
+                be.check_available()  # cheap; the devices are probed when first needed (BackendRecord)
             except Exception as e:  # noqa: BLE001 - a missing library or device is a reason, not a crash
-                rec.available = False
+                rec.found = False
                 rec.reason = str(e) or type(e).__name__
         self.records[name] = rec
 
@@ -230,11 +299,13 @@ class Registry:
         """The backend used when none is named: the available one with the highest declared
         `Backend.priority` (see core/backend.py for the built-ins' order and why); equal
         priorities go to the alphabetically first name, so the choice never depends on the order
-        in which entry points happen to be listed."""
-        avail = [r for r in self.records.values() if r.available]
-        if not avail:
-            raise BackendError("no backend is available (see `glow backends`)")
-        return min(avail, key=lambda r: (-_priority(r.backend), r.name)).backend
+        in which entry points happen to be listed. Only candidates down to the one chosen are
+        probed for devices."""
+        found = sorted((r for r in self.records.values() if r.found), key=lambda r: (-_priority(r.backend), r.name))
+        for rec in found:
+            if rec.available:
+                return rec.backend
+        raise BackendError("no backend is available (see `glow backends`)")
 
     def logical_devices(self) -> list[dict]:
         return list(self.config.get("devices", []))

@@ -3,7 +3,7 @@
 The package is made from the templates in `glow/templates/new_backend` (a `.tmpl` file per output
 file, `$name`-style placeholders; `package/` becomes the import package). Its kernels module is
 generated from the op table: one stub per floor primitive, with the op's inputs as parameters and
-its attributes as keyword-only parameters, each raising a NotImplementedError that names the op
+its attributes as keyword-only parameters, each raising a glow.KernelNotWrittenError that names the op
 and the file to write it in. Installed as is, the package is found by glow and its tests run the
 conformance kit, which reports every kernel still missing.
 """
@@ -20,7 +20,7 @@ import textwrap
 from importlib import resources
 from string import Template
 
-from .backend import API_VERSION
+from .backend import BACKEND_API
 from .errors import InputError
 from .fileio import umask
 
@@ -44,7 +44,7 @@ def new_backend(name: str, folder: str = ".") -> list[str]:
         "dist": f"glow-backend-{name}",
         "module": "glow_backend_" + "_".join(words),
         "classname": "".join(w.capitalize() for w in words) + "Backend",
-        "api_version": API_VERSION,
+        "api_version": str(BACKEND_API),
         "glow_version": _glow_version(),
     }
     kernels, table, count = floor_kernel_stubs()

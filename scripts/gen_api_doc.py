@@ -173,7 +173,7 @@ def render() -> str:
             group = "Compiling and running"
         elif name in ("Graph", "GraphBuilder", "Node", "Value", "dtypes"):
             group = "Graphs"
-        elif name in ("Backend", "Device", "API_VERSION", "hookimpl"):
+        elif name in ("Backend", "Device", "API_VERSION", "BACKEND_API", "hookimpl"):
             group = "Writing a backend"
         else:
             group = "Other"

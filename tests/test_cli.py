@@ -71,6 +71,19 @@ def test_help_everywhere(cmd):
     assert "usage: glow" in (r.stdout + r.stderr)
 
 
+def test_every_argument_of_every_command_says_what_it_is():
+    import argparse
+
+    from glow.cli import build_parser
+
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    silent = [f"glow {name} {' / '.join(x.option_strings) or x.dest}" for name, sub in commands.choices.items()
+              for x in sub._actions if not x.help and not isinstance(x, argparse._HelpAction)]
+    assert not silent, silent
+    r = glow("bench", "--help")
+    assert r.returncode == 0 and "pip install 'glow-compiler[bench]'" in r.stdout and "'glow[" not in r.stdout
+
+
 # -- bad input -------------------------------------------------------------------------------------
 def test_missing_file():
     assert_bad_input(glow("run", "/no/such/model.onnx"), "no such file")

@@ -153,3 +153,9 @@ def test_glow_run_twice_opens_the_executable_cache(tmp_path):
         assert r.returncode == 0, r.stderr
     assert "from the executable cache" not in runs[0].stderr and "from the executable cache" in runs[1].stderr
     assert runs[0].stdout == runs[1].stdout  # the same outputs, printed
+
+
+def test_the_cache_bound_matches_the_importers():
+    from glow import compile_cache, onnx_import
+
+    assert compile_cache.MAX_MODEL_BYTES == onnx_import.MAX_MODEL_BYTES

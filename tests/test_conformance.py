@@ -93,6 +93,37 @@ def test_wrong_kernels_fail_with_the_first_mismatch(wrong):
     assert "Most common failures" in report.to_text()
 
 
+def test_kernels_not_written_are_grouped_in_the_order_that_passes_the_most_checks():
+    from glow.testing.conformance import Check, Result
+    from glow.testing.conformance_report import Report
+
+    def held(i, missing, needs):
+        return Result(Check("records", f"c{i}", "X"), "fail", f"x: the kernel for '{missing}' is not written yet",
+                      missing=missing, needs=needs)
+
+    results = [held(1, "A", ("A", "Identity")), held(2, "B", ("A", "B")), held(3, "B", ("B",)), held(4, "B", ("B",)),
+               held(5, "C", ("A", "C")), Result(Check("records", "c6", "Y"), "pass")]
+    report = Report("x", results)
+    # B alone passes c3, c4; then A passes c1 and c2; C last passes c5
+    assert report.not_written() == [{"op": "B", "unlocks": 2, "needed_by": 3},
+                                    {"op": "A", "unlocks": 2, "needed_by": 3},
+                                    {"op": "C", "unlocks": 1, "needed_by": 1}]
+    text = report.to_text()
+    assert "3 kernel(s) not written yet (5 check(s) fail for want of them): B, A, C" in text
+    assert "Most common failures" not in text and "Failures (" not in text
+    assert report.to_json()["not_written"][0]["op"] == "B"
+
+
+def test_failures_of_one_kind_are_counted_together_whatever_the_graph_is_called():
+    from glow.testing.conformance import Check, Result
+    from glow.testing.conformance_report import Report
+
+    results = [Result(Check("nodes", f"test_{i}", "Abs"), "fail", f"run: InternalError: glow bug: running graph "
+                      f"'test_{i}' on X failed in node 'n{i}' (op Abs): ValueError: boom") for i in range(3)]
+    text = Report("x", results).to_text()
+    assert "    3 x run: InternalError: glow bug: running graph '…' on X failed in node '…'" in text
+
+
 def test_known_failures_are_expected_and_must_keep_failing(wrong, tmp_path):
     path = tmp_path / "known.txt"
     path.write_text("Relu-2x3  # abs instead of max\nRelu-0x3  # listed but passes\n")
@@ -122,6 +153,29 @@ def test_models_need_a_fallback_device_when_the_backend_cannot_run_them(wrong):
     report = run_conformance("wrongrelu", sections=["models"], pattern="squeezenet", fallback=None)
     (r,) = report.results
     assert r.status == "skip" and "no fallback device" in r.detail
+
+
+def test_strict_allows_no_fallback_device(wrong):
+    report = run_conformance("wrongrelu", sections=["models"], pattern="squeezenet", strict=True)
+    (r,) = report.results
+    assert r.status == "fail" and r.detail.startswith("needs host fallback (cannot run") and "strict" in r.detail
+
+
+def test_all_checks_every_available_backend_in_one_table(wrong, tmp_path):
+    r = cli("conformance", "--all", "--sections", "records", "--filter", "^Relu-2x3$", env=wrong, cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr  # wrongrelu fails
+    table = r.stdout[r.stdout.index("Conformance of every available backend"):].splitlines()
+    rows = {line.split()[0]: line.split() for line in table[2:]}
+    assert rows["reference"] == ["reference", "1/1", "1/1", "-", "-", "0", "PASS"]
+    assert rows["wrongrelu"][-1] == "FAIL" and rows["wrongrelu"][1:3] == ["0/1", "0/1"]
+    assert "ray            not checked: remote devices" in r.stdout
+    r = cli("conformance", "--all", "--sections", "records", "--filter", "^Identity-2d$", "--json", env=wrong,
+            cwd=tmp_path)
+    assert r.returncode == 0 and {x["backend"] for x in json.loads(r.stdout)} >= {"reference", "wrongrelu"}
+    r = cli("conformance", "--all", "--backend", "reference", env=wrong, cwd=tmp_path)
+    assert r.returncode == 2 and "not allowed with argument" in r.stderr
+    r = cli("conformance", "--backend", "reference", "--strict", "--fallback", "cpu", env=wrong, cwd=tmp_path)
+    assert r.returncode == 2 and "no --fallback with it" in r.stderr
 
 
 def test_unknown_sections_and_backends_are_bad_input(wrong):
@@ -158,6 +212,12 @@ def test_pytest_entry_runs_the_kit_as_tests(wrong, tmp_path):
                        env=wrong, capture_output=True, text=True)
     assert r.returncode == 1, r.stdout[-3000:]
     assert "records/Relu-2x3" in r.stdout and "values differ" in r.stdout
+    # several backends (or "all"), strict: one test id per backend and check, and one table at the end
+    r = subprocess.run(base[:-1] + ["models", "--glow-backend", "reference,wrongrelu", "--glow-strict",
+                                    "-k", "squeezenet"], cwd=tmp_path, env=wrong, capture_output=True, text=True)
+    assert r.returncode == 1, r.stdout[-3000:]
+    assert "wrongrelu/models/" in r.stdout and "needs host fallback" in r.stdout
+    assert "glow conformance: every backend" in r.stdout
 
 
 def test_incompatible_plugin_is_listed_unavailable_and_refused_by_name(tmp_path):
@@ -166,10 +226,10 @@ def test_incompatible_plugin_is_listed_unavailable_and_refused_by_name(tmp_path)
     env.pop("GLOW_PLUGINS_TOML", None)
     r = cli("backends", env=env, cwd=tmp_path)
     assert r.returncode == 0
-    assert "oldapi       unavailable: written for glow plugin API 0.3, this glow speaks 1.0" in r.stdout
+    assert "oldapi       unavailable: built for backend API 0, glow has 2: this glow runs plugins" in r.stdout
     r = cli("conformance", "--backend", "oldapi", env=env, cwd=tmp_path)
     assert r.returncode == 2
-    assert "backend 'oldapi' is unavailable: written for glow plugin API 0.3" in r.stderr
+    assert "backend 'oldapi' is unavailable: built for backend API 0, glow has 2" in r.stderr
 
 
 def test_jobs_run_the_same_checks_in_processes():

@@ -464,8 +464,12 @@ def test_cli_run_on_cpu(tmp_path):
 
 
 def test_cli_backends_lists_cpu_with_its_device():
-    r = subprocess.run([sys.executable, "-m", "glow.cli", "backends"], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "glow.cli", "backends", "--probe"], capture_output=True, text=True)
     assert r.returncode == 0 and "cpu" in r.stdout and "cpu:0" in r.stdout
+    # without --probe: listed, its devices not asked for (LLVM's start-up is not paid)
+    r = subprocess.run([sys.executable, "-m", "glow.cli", "backends"], capture_output=True, text=True)
+    assert r.returncode == 0 and "cpu          available" in r.stdout and "cpu:0" not in r.stdout
+    assert "glow backends --probe" in r.stdout
 
 
 @pytest.mark.parametrize("fmt,bits,signed", [("int4", 4, True), ("uint4", 4, False), ("int2", 2, True),

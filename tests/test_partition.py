@@ -431,6 +431,13 @@ def test_big_placement_is_drawn_as_partitions_and_small_as_nodes():
         pl.to_dot(view="sideways")
 
 
+def test_the_picture_counts_in_words():
+    one = partition(chain_model(n=1, width=8), ["reference"])
+    assert len(one.partitions) == 1
+    title = one.to_dot(view="partitions").replace("\\n", " ")
+    assert "in 1 partition;" in title and "1 partitions" not in title and "0 transfers" in title
+
+
 @pytest.mark.skipif(shutil.which("dot") is None, reason="needs Graphviz dot")
 @pytest.mark.parametrize("view", ["nodes", "partitions"])
 def test_report_boxes_do_not_overlap_and_labels_are_wrapped(view):

@@ -83,7 +83,80 @@ def test_installed_plugins_are_discovered(plugin_path):
     nodev = reg.records["nodevice"]
     assert not nodev.available and "PCI bus" in nodev.reason
     old = reg.records["oldapi"]
-    assert not old.available and "API 0.3" in old.reason
+    assert not old.available and old.reason.startswith("built for backend API 0, glow has 2: this glow runs "
+                                                       "plugins built for API 1 to 2")
+
+
+VERSIONS = '''
+import glow
+from glow.backends.reference.backend import ReferenceBackend
+
+
+class Base(ReferenceBackend):
+    api_version = None
+
+
+def make(name, version):
+    return type(name, (Base,), {"name": name, "api_version": version})()
+
+
+class NotABackend:
+    name = "duck"
+    def compile(self, graph, options):
+        return None
+
+
+@glow.hookimpl
+def glow_backends():
+    return [make("v-none", None), make("v1", "1.0"), make("v2", 2), make("v3", 3), make("v-bad", "new"),
+            NotABackend()]
+'''
+
+
+def test_backend_api_versions_are_checked_at_discovery(tmp_path, monkeypatch):
+    (tmp_path / "versions_plugin.py").write_text(textwrap.dedent(VERSIONS))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        reg = plugins.reload({"plugins": {"modules": ["versions_plugin"]}})
+        rec = reg.records
+        assert glow.BACKEND_API == 2 and glow.API_VERSION == "2.0"
+        assert rec["v2"].available and rec["v2"].api == 2 and not rec["v2"].api_note
+        # API 1 (what glow wrote before versions were whole numbers) still runs, said so
+        assert rec["v1"].available and rec["v1"].api_note == "built for backend API 1, glow has 2 (still supported)"
+        none = rec["v-none"]
+        assert none.available and none.api == 1 and "declares no backend API" in none.api_note
+        assert not rec["v3"].available
+        assert rec["v3"].reason == "built for backend API 3, glow has 2: this glow is older than the plugin; " \
+            "upgrade glow-compiler"
+        assert not rec["v-bad"].available and "api_version 'new' is not a backend API version" in rec["v-bad"].reason
+        assert not rec["duck"].available and "NotABackend is not a glow.Backend" in rec["duck"].reason
+        with pytest.raises(glow.BackendError, match="backend 'v3' is unavailable: built for backend API 3"):
+            glow.compile(_relu_model(), backend="v3")
+        r = subprocess.run([sys.executable, "-m", "glow.cli", "backends"], capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=str(tmp_path), GLOW_PLUGINS_TOML=str(_toml(tmp_path))))
+        assert "v3           unavailable: built for backend API 3, glow has 2: this glow is older" in r.stdout
+        assert "built for backend API 1, glow has 2 (still supported)" in r.stdout
+    finally:
+        plugins.reload()
+
+
+def _toml(tmp_path):
+    path = tmp_path / "plugins.toml"
+    path.write_text('[plugins]\nmodules = ["versions_plugin"]\n')
+    return path
+
+
+def test_every_hook_glow_calls_is_declared_on_backend():
+    """Nothing is looked up by hasattr: compile_remote has a declared default, and a backend says
+    whether it overrides it."""
+    from glow.backends.ray.backend import RemoteBackend
+
+    assert not glow.Backend().compiles_remotely and RemoteBackend.compile_remote is not glow.Backend.compile_remote
+    with pytest.raises(glow.BackendError, match="compiles in this process"):
+        glow.Backend().compile_remote(None, [])
+    for hook in ("compile_remote", "known_failures", "api_version", "find_device", "bind", "warm_up", "bundle",
+                 "load_saved", "handle_kind", "specialises_shapes", "options", "priority"):
+        assert hasattr(glow.Backend, hook), hook
 
 
 def test_named_unavailable_backend_fails_loudly(plugin_path):

@@ -92,6 +92,10 @@ def test_repeat_draws_fresh_inputs_each_time(model_path, monkeypatch, capsys):
     assert cli.main(["run", model_path, "-b", "reference", "--shape", "x=2x48", "--repeat", "3"]) == 0
     assert len(seen) == 3
     assert not np.array_equal(seen[0], seen[1]) and not np.array_equal(seen[1], seen[2])
+    # the summary is of the first run (the inputs of --seed), whatever the later, timed runs drew
+    once = capsys.readouterr().out
+    assert cli.main(["run", model_path, "-b", "reference", "--shape", "x=2x48"]) == 0
+    assert capsys.readouterr().out == once
 
 
 @pytest.mark.parametrize("spec, needle", [
@@ -211,6 +215,13 @@ def test_profile_sorted_slowest_first(target, granularity):
     np.testing.assert_allclose(p.outputs["y"], expected(X)["y"], rtol=1e-6)
     text = p.table()
     assert f"profile by {granularity}" in text and p.records[0].name in text
+    if granularity != "partition":  # the time no record covers is shown: the shares add up to the run
+        assert p.untracked_seconds == pytest.approx(p.total_seconds - sum(secs), abs=1e-9)
+        rest = [ln for ln in p.table(limit=None).splitlines() if "(untracked)" in ln]
+        assert len(rest) == (p.untracked_seconds > 0)
+        rows = [ln.split() for ln in p.table(limit=None).splitlines()]
+        shares = [float(r[1]) for r in rows if len(r) > 2 and r[0].replace(".", "").isdigit()]
+        assert sum(shares) == pytest.approx(100.0, abs=0.1 * len(shares))
 
 
 @pytest.mark.parametrize("target", TARGETS)

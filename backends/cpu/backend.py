@@ -15,16 +15,16 @@ import copy
 import json
 import os
 import time
+from typing import TYPE_CHECKING
 
-import numpy as np
-from glow import Backend, CompileOptions, Device, Executable, Graph
-from glow import dtypes as dt
+from glow.backend import BACKEND_API, Backend, CompileOptions, Device, Executable
 from glow.errors import BackendError
-from glow.lowering import rule_for
-from glow.ops import get_op
-from glow.ops.registry import EPILOGUE_PRODUCER
-from glow.passes.fusion import FUSED_OPS
-from glow.specialize import deferrable
+
+if TYPE_CHECKING:
+    from glow import Graph
+
+# NumPy, the op table, lowering and the code generator are imported where used: discovery
+# (`glow backends`, the default backend's choice) loads this module and should cost next to nothing.
 
 
 def _kernels() -> dict:
@@ -34,12 +34,18 @@ def _kernels() -> dict:
 
     return codegen.load_kernels()
 
-#: Element types no CPU kernel holds (strings, sub-byte and 8-bit float formats are moved only).
-BOXED_TYPES = (dt.string, dt.complex64, dt.complex128)
+def boxed_types() -> tuple:
+    """Element types no CPU kernel holds (strings and complex numbers are moved only)."""
+    from glow import dtypes as dt
+
+    return (dt.string, dt.complex64, dt.complex128)
 
 
 def _deferred(node) -> bool:
     """glow.specialize's deferral rule, with this backend's code: a kernel or a lowering rule."""
+    from glow.lowering import rule_for
+    from glow.specialize import deferrable
+
     has_code = ((node.op.domain, node.op.name) in _kernels()
                 or rule_for(node.op.name, node.op.domain) is not None)
     return deferrable(node, has_code)
@@ -52,12 +58,15 @@ def _plain_node(node) -> bool:
 
 
 def _plain(t) -> bool:
-    return isinstance(t, dt.TensorType) and t.dtype not in BOXED_TYPES and not isinstance(
+    from glow import dtypes as dt
+
+    return isinstance(t, dt.TensorType) and t.dtype not in boxed_types() and not isinstance(
         t.dtype, dt.QuantizedDType)
 
 
 class CpuBackend(Backend):
     name = "cpu"
+    api_version = BACKEND_API
     priority = 10  # below cuda, above opencl and reference: native code on every core
     description = "native code for this CPU through LLVM (llvmlite): one module per model, all cores"
     options = {"isa": "instruction-set level to make code for: avx512, avx2 or generic, at most the "
@@ -71,12 +80,12 @@ class CpuBackend(Backend):
             # The generated code spins with x86's pause and sleeps with the Linux futex syscall.
             raise BackendError(f"the cpu backend generates x86-64 Linux code; this is "
                                f"{platform.machine()} {sys.platform}")
-        try:
-            from . import jit
+        import importlib.util
 
-            jit.check_host()
-        except Exception as e:  # noqa: BLE001 - the reason is what `glow backends` shows
-            raise BackendError(f"llvmlite cannot target this CPU: {e}") from e
+        if importlib.util.find_spec("llvmlite") is None:
+            raise BackendError("llvmlite is not installed (pip install llvmlite)")
+        # Whether LLVM can target this CPU is asked by devices(), when first needed: loading LLVM
+        # costs a tenth of a second that `glow backends` and --version need not pay.
 
     specialises_shapes = True  # one program per input signature for dynamic graphs
 
@@ -98,6 +107,8 @@ class CpuBackend(Backend):
 
     def runs_now(self, node) -> bool:
         """Whether a kernel takes `node` as it is (no specialisation needed)."""
+        from glow.passes.fusion import FUSED_OPS
+
         if node.op in FUSED_OPS:  # made for this backend by its own fusions
             return True
         if not _plain_node(node):
@@ -109,6 +120,8 @@ class CpuBackend(Backend):
         return sorted({op for _, op in _kernels()})
 
     def fusions(self):
+        from glow.ops import get_op
+        from glow.ops.registry import EPILOGUE_PRODUCER
         from glow.passes.fusion import FuseActivation, FuseElementwise
 
         from .kernels.elementwise import emits
@@ -187,6 +200,12 @@ class CpuBackend(Backend):
 
     def devices(self) -> list[Device]:
         try:
+            from . import jit
+
+            jit.check_host()
+        except Exception as e:  # noqa: BLE001 - the reason is what `glow backends --probe` shows
+            raise BackendError(f"llvmlite cannot target this CPU: {e}") from e
+        try:
             f = host_figures()
         except BackendError as e:  # a bad GLOW_CPU_ISA: said when compiling, not "unavailable"
             return [Device(self.name, "0", kind="cpu", extra={"threads": _threads_or_none(), "error": str(e)})]
@@ -254,6 +273,8 @@ def host_figures() -> dict:
 
 
 def _measure_bandwidth() -> float:
+    import numpy as np
+
     a = np.ones(1 << 23, np.float32)  # 32 MiB
     b = np.empty_like(a)
     best = float("inf")
@@ -270,6 +291,7 @@ def _measure_peak() -> float:
 
     import llvmlite.binding as llvm
     import llvmlite.ir as ir
+    import numpy as np
 
     from . import jit
     from .irutil import I64, PTR, KernelBuilder, vec

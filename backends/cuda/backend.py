@@ -9,12 +9,17 @@ source of any model can be produced (and compiled to PTX with nvcc) anywhere; se
 from __future__ import annotations
 
 import functools
+import importlib.util
 
-import numpy as np
 from glow import BackendError, Device
-from glow.render.backend import CStyleBackend
+from glow.backend import BACKEND_API
+from glow.render.backend import CStyleBackend, LazyRenderer
 
-from .dialect import CUDARenderer
+
+def _renderer():
+    from .dialect import CUDARenderer
+
+    return CUDARenderer()
 
 
 @functools.lru_cache(maxsize=1)
@@ -37,12 +42,17 @@ def _discover():
 
 class CudaBackend(CStyleBackend):
     name = "cuda"
+    api_version = BACKEND_API
     priority = 20  # the default wherever a GPU works: the fastest device there is (core/backend.py)
     description = "CUDA C++ kernels (shared C-style renderer) through CuPy RawModule"
-    renderer = CUDARenderer()
+    renderer = LazyRenderer(_renderer)  # the dialect, made on first use
 
     def check_available(self) -> None:
-        _discover()
+        # Cheap: is CuPy installed? The driver and devices are probed by devices(), when first
+        # needed (importing CuPy and starting CUDA take a second or more).
+        if importlib.util.find_spec("cupy") is None:
+            raise BackendError("cupy is not installed; pip install 'glow-compiler[cuda]' "
+                               "(a cupy-cuda12x / cupy-cuda13x wheel matching the driver)")
 
     def devices(self) -> list[Device]:
         out = []
@@ -71,12 +81,14 @@ class CudaBackend(CStyleBackend):
 
         return CudaExecutable(graph, compiled, self._dev(device))
 
-    def to_device(self, array: np.ndarray, device: Device):
+    def to_device(self, array, device: Device):
         cp = _discover()[0]
         with cp.cuda.Device(self._dev(device).index):
             return cp.asarray(array)
 
-    def to_host(self, handle, device: Device) -> np.ndarray:
+    def to_host(self, handle, device: Device):
+        import numpy as np
+
         return handle.get() if hasattr(handle, "get") else np.asarray(handle)
 
 

@@ -8,12 +8,17 @@ renderer emits CPU-shaped kernels (float16 vectors, register blocking); on a GPU
 from __future__ import annotations
 
 import functools
+import importlib.util
 
-import numpy as np
 from glow import BackendError, Device
-from glow.render.backend import CStyleBackend
+from glow.backend import BACKEND_API
+from glow.render.backend import CStyleBackend, LazyRenderer
 
-from .dialect import OpenCLRenderer
+
+def _renderer():
+    from .dialect import OpenCLRenderer
+
+    return OpenCLRenderer()
 
 
 @functools.lru_cache(maxsize=1)
@@ -48,12 +53,16 @@ def _figures(dev) -> dict:
 
 class OpenCLBackend(CStyleBackend):
     name = "opencl"
+    api_version = BACKEND_API
     priority = 5  # below cpu: through PoCL (most machines) a slower CPU path; name it for a GPU
     description = "OpenCL C kernels (shared C-style renderer) through PyOpenCL"
-    renderer = OpenCLRenderer()
+    renderer = LazyRenderer(_renderer)  # the dialect, made on first use
 
     def check_available(self) -> None:
-        _discover()
+        # Cheap: is pyopencl installed? The platform itself is probed by devices(), when first
+        # needed (its initialisation takes most of a second).
+        if importlib.util.find_spec("pyopencl") is None:
+            raise BackendError("pyopencl is not installed; pip install 'glow-compiler[opencl]'")
 
     def _cl_devices(self):
         return _discover()[1]
@@ -94,10 +103,13 @@ class OpenCLBackend(CStyleBackend):
         return ClExecutable(graph, compiled, self._cl_device(device))
 
     # Transfers for the partitioner's runtime: device arrays (pyopencl.array.Array).
-    def to_device(self, array: np.ndarray, device: Device):
+    def to_device(self, array, device: Device):
+        import numpy as np
         import pyopencl.array as cla
 
         return cla.to_device(self._cl_device(device).queue, np.ascontiguousarray(array))
 
-    def to_host(self, handle, device: Device) -> np.ndarray:
+    def to_host(self, handle, device: Device):
+        import numpy as np
+
         return handle.get() if hasattr(handle, "get") else np.asarray(handle)

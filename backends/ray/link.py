@@ -23,7 +23,7 @@ def measure_link(device, *, small: int = 1 << 10, large: int = 8 << 20, rounds: 
     from glow.partition.devices import resolve_devices
 
     target = resolve_devices([device])[0]
-    if not hasattr(target.backend, "compile_remote"):
+    if not target.backend.compiles_remotely:
         raise GlowError(f"'{device}' is not a ray device")
     return measure(target.device, target.name, small=small, large=large, rounds=rounds)
 

@@ -9,12 +9,13 @@
 
 from __future__ import annotations
 
-from glow import Backend, CompileOptions, Device, Executable, Graph
-from glow.interpreter import run_detached
+from glow.backend import BACKEND_API, Backend, CompileOptions, Device, Executable
 
 
 class ReferenceExecutable(Executable):
     def _run(self, feeds, timings=None):
+        from glow.interpreter import run_detached  # here: discovery (glow backends) loads no op table
+
         return run_detached(self.graph, feeds, timings)
 
     def _profile(self, feeds):  # the interpreter times every node
@@ -27,6 +28,7 @@ class ReferenceExecutable(Executable):
 
 class ReferenceBackend(Backend):
     name = "reference"
+    api_version = BACKEND_API
     priority = 0  # last of the built-ins: the NumPy oracle, always there, slow
     description = "NumPy interpreter; the oracle every other backend is compared against"
 
@@ -34,12 +36,12 @@ class ReferenceBackend(Backend):
         return [Device(self.name, "host", kind="cpu", peak_gflops=5.0, mem_bandwidth_gbs=5.0,
                        transfer_gbs=1000.0)]
 
-    def compile(self, graph: Graph, options: CompileOptions) -> Executable:
+    def compile(self, graph, options: CompileOptions) -> Executable:
         return ReferenceExecutable(graph)
 
 
 class ReferenceIRExecutable(Executable):
-    def __init__(self, graph: Graph, program):
+    def __init__(self, graph, program):
         super().__init__(graph)
         self.program = program  # glow.ir.IRProgram: .fn (IR), .plan (memory plan)
 
@@ -57,7 +59,7 @@ class ReferenceIRBackend(ReferenceBackend):
 
         return [FuseElementwise(), FuseActivation()]
 
-    def compile(self, graph: Graph, options: CompileOptions) -> Executable:
+    def compile(self, graph, options: CompileOptions) -> Executable:
         from glow.ir import lower_to_ir
 
         return ReferenceIRExecutable(graph, lower_to_ir(graph))

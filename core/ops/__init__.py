@@ -1,37 +1,12 @@
-"""The op table. Importing this package registers every op (one module per group of ops)."""
+"""The op table: one module per group of ops, each registering its ops when imported.
 
-from . import (  # noqa: F401  (registration side effects)
-    activation,
-    attention,
-    cast,
-    control,
-    conv,
-    detection,
-    elementwise,
-    genai,
-    generator,
-    index,
-    logical,
-    loss,
-    matmul,
-    ml,
-    movement,
-    nbits,
-    normalization,
-    pool,
-    qlinear,
-    quant,
-    random,
-    recurrent,
-    reduce,
-    resize,
-    sequence,
-    signal,
-    softmax,
-    string,
-    tensor,
-    training,
-)
+They are imported on first use of the table (any lookup in glow.ops.registry: get_op,
+find_onnx_op, all_ops), not by importing this package: the Graph types, glow.load and `glow run`
+of a cached model need no op definitions, and the modules take a third of a second to import.
+"""
+
+import importlib
+
 from .registry import (  # noqa: F401
     REQUIRED,
     Attr,
@@ -44,3 +19,14 @@ from .registry import (  # noqa: F401
     op,
     register,
 )
+
+#: The modules that declare ops, imported in this order by `load_op_modules`.
+OP_MODULES = ("activation", "attention", "cast", "control", "conv", "detection", "elementwise", "genai",
+              "generator", "index", "logical", "loss", "matmul", "ml", "movement", "nbits", "normalization",
+              "pool", "qlinear", "quant", "random", "recurrent", "reduce", "resize", "sequence", "signal",
+              "softmax", "string", "tensor", "training")
+
+
+def load_op_modules() -> None:
+    for name in OP_MODULES:
+        importlib.import_module(f".{name}", __name__)

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .. import dtypes as dt
-from .registry import EPILOGUE_PRODUCER, NN, QUANT, Attr, Tier, op
+from .registry import ACCUMULATES, EPILOGUE_PRODUCER, NN, QUANT, Attr, Tier, op
 
 FLT = frozenset({dt.float32, dt.float64, dt.float16, dt.bfloat16})
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -237,7 +237,7 @@ _WINDOW_ATTRS = (Attr("auto_pad", "string", "NOTSET"), Attr("dilations", "ints",
                  Attr("strides", "ints", None))
 
 op("Conv", inputs=("X:T", "W:T", "B:T?"), outputs=("Y:T",), types={"T": FLT}, attrs=_WINDOW_ATTRS,
-   infer=_conv_infer, reference=_conv_ref, groups={NN, EPILOGUE_PRODUCER}, tier=Tier.KERNEL, onnx_since=1,
+   infer=_conv_infer, reference=_conv_ref, groups={NN, EPILOGUE_PRODUCER, ACCUMULATES}, tier=Tier.KERNEL, onnx_since=1,
    doc="N-D grouped convolution (cross-correlation) with strides, dilations, pads or auto_pad, "
        "and an optional per-output-channel bias.")
 
@@ -375,8 +375,8 @@ def _convtranspose_ref(x, w, b=None, **a):
 
 op("ConvTranspose", inputs=("X:T", "W:T", "B:T?"), outputs=("Y:T",), types={"T": FLT},
    attrs=(*_WINDOW_ATTRS, Attr("output_padding", "ints", None), Attr("output_shape", "ints", None)),
-   infer=_convtranspose_infer, reference=_convtranspose_ref, groups={NN, EPILOGUE_PRODUCER}, tier=Tier.KERNEL,
-   onnx_since=1,
+   infer=_convtranspose_infer, reference=_convtranspose_ref, groups={NN, EPILOGUE_PRODUCER, ACCUMULATES},
+   tier=Tier.KERNEL, onnx_since=1,
    doc="Transposed (fractionally strided) N-D convolution; the output size comes from pads and "
        "output_padding, or from output_shape / auto_pad (which then determine the pads).")
 
@@ -461,6 +461,6 @@ op("DeformConv", inputs=("X:T", "W:T", "offset:T", "B:T?", "mask:T?"), outputs=(
    types={"T": FLT},
    attrs=(Attr("dilations", "ints", None), Attr("group", "int", 1), Attr("kernel_shape", "ints", None),
           Attr("offset_group", "int", 1), Attr("pads", "ints", None), Attr("strides", "ints", None)),
-   infer=_deform_infer, reference=_deform_ref, groups={NN}, tier=Tier.HIGH, onnx_since=19,
+   infer=_deform_infer, reference=_deform_ref, groups={NN, ACCUMULATES}, tier=Tier.HIGH, onnx_since=19,
    doc="Deformable convolution: each kernel tap samples the input (N-linearly) at a learned offset, "
        "optionally scaled by a mask.")

@@ -11,7 +11,7 @@ import numpy as np
 from .. import dtypes as dt
 from ._shape import broadcast_shapes
 from .reduce import FLT, wide
-from .registry import EPILOGUE_PRODUCER, MATMUL, Attr, Tier, op
+from .registry import ACCUMULATES, EPILOGUE_PRODUCER, MATMUL, Attr, Tier, op
 
 MM = FLT | {dt.int32, dt.int64, dt.uint32, dt.uint64}
 
@@ -42,7 +42,7 @@ def _matmul(a, b):
 
 
 op("MatMul", inputs=("A:T", "B:T"), outputs=("Y:T",), types={"T": MM}, infer=_matmul_infer,
-   reference=_matmul, groups={MATMUL, EPILOGUE_PRODUCER}, tier=Tier.PRIMITIVE, onnx_since=13,
+   reference=_matmul, groups={MATMUL, EPILOGUE_PRODUCER, ACCUMULATES}, tier=Tier.PRIMITIVE, onnx_since=13,
    doc="Matrix product with NumPy semantics: batch dims broadcast, 1-D operands are vectors.")
 
 
@@ -89,7 +89,8 @@ def _gemm(a, b, c=None, *, alpha, beta, transA, transB):
 op("Gemm", inputs=("A:T", "B:T", "C:T?"), outputs=("Y:T",), types={"T": MM},
    attrs=(Attr("alpha", "float", 1.0), Attr("beta", "float", 1.0), Attr("transA", "int", 0),
           Attr("transB", "int", 0)),
-   infer=_gemm_infer, reference=_gemm, groups={MATMUL, EPILOGUE_PRODUCER}, tier=Tier.KERNEL, onnx_since=11,
+   infer=_gemm_infer, reference=_gemm, groups={MATMUL, EPILOGUE_PRODUCER, ACCUMULATES}, tier=Tier.KERNEL,
+   onnx_since=11,
    doc="alpha * A' @ B' + beta * C for 2-D A and B (optionally transposed); C broadcasts to the result.")
 
 
@@ -188,7 +189,7 @@ def _einsum(*inputs, equation):
 
 op("Einsum", inputs=("Inputs:T*",), outputs=("Output:T",), types={"T": dt.NUMERIC},
    attrs=(Attr("equation", "string"),), infer=_einsum_infer, reference=_einsum,
-   groups={MATMUL}, tier=Tier.HIGH, onnx_since=12,
+   groups={MATMUL, ACCUMULATES}, tier=Tier.HIGH, onnx_since=12,
    doc="Einstein summation over the inputs as the equation says (explicit '->' or implicit form, "
        "'...' broadcasting).")
 

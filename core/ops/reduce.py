@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ._shape import ints
-from .registry import REDUCE, Attr, Tier, op
+from .registry import ACCUMULATES, REDUCE, Attr, Tier, op
 
 #: The float types ONNX normalisation and softmax-like ops take.
 FLT = frozenset({dt.float32, dt.float64, dt.float16, dt.bfloat16})
@@ -207,21 +207,22 @@ def _reduce_from_onnx(name: str, axes_input_since: int):
     return adapter
 
 
-def _reduce(name, fn, types, since, tier, doc):
+def _reduce(name, fn, types, since, tier, doc, groups=frozenset()):
     return op(name, inputs=("data:T", "axes:I?"), outputs=("reduced:T",), types={"T": types, "I": I64},
               attrs=(Attr("keepdims", "int", 1), Attr("noop_with_empty_axes", "int", 0)),
-              infer=_reduce_infer, reference=_reference(fn), groups={REDUCE}, tier=tier,
+              infer=_reduce_infer, reference=_reference(fn), groups={REDUCE, *groups}, tier=tier,
               onnx_since=since, from_onnx=_reduce_from_onnx(name, since), doc=doc)
 
 
-_reduce("ReduceSum", _sum, RED, 13, Tier.PRIMITIVE, "Sum over the given axes (all when none given).")
+_reduce("ReduceSum", _sum, RED, 13, Tier.PRIMITIVE, "Sum over the given axes (all when none given).",
+        {ACCUMULATES})
 _reduce("ReduceMax", _max, RED_MINMAX, 18, Tier.PRIMITIVE,
         "Maximum over the given axes; an empty set gives the type's lowest value (-inf for floats).")
 _reduce("ReduceMin", _min, RED_MINMAX, 18, Tier.PRIMITIVE,
         "Minimum over the given axes; an empty set gives the type's highest value (+inf for floats).")
 _reduce("ReduceProd", _prod, RED, 18, Tier.PRIMITIVE, "Product over the given axes.")
 _reduce("ReduceMean", _mean, RED, 18, Tier.HIGH,
-        "Arithmetic mean over the given axes (integer results truncate toward zero).")
+        "Arithmetic mean over the given axes (integer results truncate toward zero).", {ACCUMULATES})
 _reduce("ReduceL1", _l1, RED, 18, Tier.HIGH, "Sum of absolute values over the given axes.")
 _reduce("ReduceL2", _l2, RED, 18, Tier.HIGH, "Euclidean norm over the given axes.")
 _reduce("ReduceSumSquare", _sum_square, RED, 18, Tier.HIGH, "Sum of squares over the given axes.")

@@ -16,6 +16,7 @@ forms (attributes that later became inputs, and so on) into that one.
 from __future__ import annotations
 
 import enum
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,6 +73,13 @@ EPILOGUE_PRODUCER = "epilogue-producer"
 #: onnxruntime-genai shares them): its kernels write only the new rows, and read past rows before
 #: anything overwrites them (glow.ir.aliasable).
 CACHE_UPDATE = "cache-update"
+#: Each output element is a sum of many terms (products of the inputs). Its rounding error scales
+#: with the size of the terms, not of the element: where the terms cancel (a DFT of a symmetric
+#: signal, a matrix product of signed values) an exact 0 comes out as noise of a few units in the
+#: last place of the output's large values, whichever order the sum runs in. The conformance kit
+#: compares such outputs with an absolute tolerance scaled by the output's magnitude
+#: (glow.testing.compare.accumulated_atol).
+ACCUMULATES = "accumulates"
 
 ATTR_KINDS = ("int", "float", "string", "ints", "floats", "strings", "tensor", "tensors", "graph",
               "graphs", "dtype", "type")
@@ -224,7 +232,26 @@ def op(name: str, **kw) -> OpDef:
     return register(OpDef(name=name, **kw))
 
 
+_loaded = False
+_load_lock = threading.RLock()
+
+
+def _ensure_loaded() -> None:
+    """Import the op modules (glow.ops.OP_MODULES) on the table's first use. Re-entrant: an op
+    module that looks up an op while it loads finds the modules before it in place."""
+    global _loaded
+    if _loaded:
+        return
+    with _load_lock:
+        if not _loaded:
+            from . import load_op_modules
+
+            load_op_modules()
+            _loaded = True
+
+
 def get_op(name: str, domain: str = "") -> OpDef:
+    _ensure_loaded()
     try:
         return _REGISTRY[(domain, name)]
     except KeyError:
@@ -232,12 +259,14 @@ def get_op(name: str, domain: str = "") -> OpDef:
 
 
 def find_onnx_op(op_type: str, domain: str = "") -> OpDef | None:
+    _ensure_loaded()
     if domain == "ai.onnx":
         domain = ""
     return _ONNX.get((domain, op_type))
 
 
 def all_ops() -> list[OpDef]:
+    _ensure_loaded()
     return sorted(_REGISTRY.values(), key=lambda o: (o.domain, o.name))
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..errors import GraphError
 from . import _signal_image
-from .registry import SIGNAL, Attr, Tier, op
+from .registry import ACCUMULATES, SIGNAL, Attr, Tier, op
 
 FLT = frozenset({dt.float32, dt.float16, dt.float64, dt.bfloat16})
 IDX = frozenset({dt.int32, dt.int64})
@@ -139,7 +139,7 @@ def _dft_from_onnx(ic):
 op("DFT", inputs=("input:T1", "dft_length:T2?", "axis:I?"), outputs=("output:T1",),
    types={"T1": FLT, "T2": IDX, "I": frozenset({dt.int64})},
    attrs=(Attr("inverse", "int", 0), Attr("onesided", "int", 0)),
-   infer=_dft_infer, reference=_dft_ref, groups={SIGNAL}, tier=Tier.HIGH, onnx_since=20,
+   infer=_dft_infer, reference=_dft_ref, groups={SIGNAL, ACCUMULATES}, tier=Tier.HIGH, onnx_since=20,
    from_onnx=_dft_from_onnx,
    doc="Discrete Fourier transform along one axis (forward, inverse, one-sided RFFT or IRFFT); "
        "the last axis holds real (1) or real and imaginary (2) parts.")
@@ -207,7 +207,7 @@ def _stft_ref(signal, frame_step, window=None, frame_length=None, onesided=1):
 
 op("STFT", inputs=("signal:T1", "frame_step:T2", "window:T1?", "frame_length:T2?"),
    outputs=("output:T1",), types={"T1": FLT, "T2": IDX}, attrs=(Attr("onesided", "int", 1),),
-   infer=_stft_infer, reference=_stft_ref, groups={SIGNAL}, tier=Tier.HIGH, onnx_since=17,
+   infer=_stft_infer, reference=_stft_ref, groups={SIGNAL, ACCUMULATES}, tier=Tier.HIGH, onnx_since=17,
    doc="Short-time Fourier transform: the DFT of each windowed frame of a [batch, length, 1|2] "
        "signal, giving [batch, frames, bins, 2].")
 

@@ -18,7 +18,7 @@ from .devices import DeviceBackend, Target
 
 def compile_for_device(graph: Graph, target: Target, *, threads: int | None = None,
                        optimize: bool = True) -> Executable:
-    if hasattr(target.backend, "compile_remote"):
+    if target.backend.compiles_remotely:
         return target.backend.compile_remote(target, [Partition(0, target, 0, [], [], [], graph)],
                                              threads=threads, optimize=optimize)()[0]
     node = _by_branches(graph, target)
@@ -66,7 +66,7 @@ def start_partitions(parts: list[Partition], *, threads: int | None = None,
         p.target.backend.warm_up(p.target.device)
     remote: dict[str, list[int]] = {}
     for k, p in enumerate(parts):
-        if hasattr(p.target.backend, "compile_remote"):
+        if p.target.backend.compiles_remotely:
             remote.setdefault(p.target.name, []).append(k)
     started = [(ks, parts[ks[0]].target.backend.compile_remote(
         parts[ks[0]].target, [parts[k] for k in ks], threads=threads, optimize=optimize))

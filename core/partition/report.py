@@ -248,18 +248,23 @@ def _partition_dot(pl) -> str:
         lines.append(f"  {a} -> {b} [label={q(fmt_bytes(nbytes) + chr(10) + what)}{style}];")
     lines += _legend(pl, colour)
     crossing = [t for t in pl.transfers if t.src is not None and t.dst is not None]
-    note = (f"{pl.graph.name}: {len(pl.graph.nodes)} nodes in {len(pl.partitions)} partitions; "
-            f"red edges: {len(crossing)} transfers between partitions "
+    note = (f"{pl.graph.name}: {_count(len(pl.graph.nodes), 'node')} in {_count(len(pl.partitions), 'partition')}; "
+            f"red edges: {_count(len(crossing), 'transfer')} between partitions "
             f"({fmt_bytes(sum(t.nbytes for t in crossing))}), labelled with their bytes")
     lines += [f"  label={q(_wrap(note, 90, 2))};", "}"]
     return "\n".join(lines) + "\n"
+
+
+def _count(n: int, noun: str) -> str:
+    """'1 partition', '2 partitions'."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _render(pl, fmt: str, path: str, view: str) -> bytes:
     dot = shutil.which("dot")
     if dot is None:
         raise GlowError(f"{path}: rendering .{fmt} needs Graphviz `dot`, which is not installed "
-                        f"(write .html, .txt or .dot instead)")
+                        f"(Debian/Ubuntu: apt-get install graphviz; or write .html, .txt or .dot instead)")
     r = subprocess.run([dot, f"-T{fmt}"], input=to_dot(pl, view).encode(), capture_output=True,
                        timeout=300)
     if r.returncode != 0:

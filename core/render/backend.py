@@ -12,15 +12,40 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..backend import Backend, CompileOptions, Executable
 from ..errors import BackendError
-from ..graph import Graph
-from .layout import DeviceLayout, layout_memory
-from .params import GPU, DeviceParams
-from .program import Program, render_program
-from .sizes import varying_marked
-from .support import deferred, native_ops, renders
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+    from .layout import DeviceLayout
+    from .params import DeviceParams
+    from .program import Program
+
+# The renderer's modules are imported where used: discovery (`glow backends`) imports the OpenCL and
+# CUDA backends, and the kernel renderer's imports (ml_dtypes among them) cost about a second.
+
+
+def renders(node, renderer) -> bool:
+    from .support import renders
+
+    return renders(node, renderer)
+
+
+class LazyRenderer:
+    """A backend class's `renderer`, made on first use by `make()` (which imports the dialect)."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner):
+        value = self.make()
+        setattr(owner, self.name, value)  # made once per class; later lookups find it directly
+        return value
 
 
 @dataclass
@@ -52,6 +77,8 @@ class CStyleBackend(Backend):
     inputs_may_specialise = True
 
     def defers(self, node) -> bool:
+        from .support import deferred
+
         return deferred(node, self.inputs_may_specialise)
 
     def specialised(self) -> CStyleBackend:
@@ -66,6 +93,8 @@ class CStyleBackend(Backend):
         return graph.is_static() and all(n.op in FUSED_OPS or renders(n, self.renderer) for n in graph.nodes)
 
     def native_ops(self) -> list[str]:
+        from .support import native_ops
+
         return native_ops()
 
     def fusions(self):
@@ -79,11 +108,16 @@ class CStyleBackend(Backend):
         return [FuseElementwise(accepts=accepts), FuseActivation(accepts=accepts)]
 
     def device_params(self, device) -> DeviceParams:
+        from .params import GPU
+
         return GPU
 
     def compile_graph(self, graph: Graph, params: DeviceParams) -> Compiled:
         """IR, kernels and layout of a static graph (no device needed)."""
         from ..ir import lower_to_ir
+        from .layout import layout_memory
+        from .program import render_program
+        from .sizes import varying_marked
 
         t = time.perf_counter()
         ir = lower_to_ir(graph)  # refuses what is past the memory budget (InputError)

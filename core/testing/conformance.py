@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import BackendError, GlowError, LoweringError, ModelLoadError, UnsupportedOpError
-from .compare import mismatch, to_array
+from ..errors import BackendError, GlowError, KernelNotWrittenError, LoweringError, ModelLoadError, UnsupportedOpError
+from .compare import accumulates, mismatch, to_array
 from .conformance_report import SECTIONS, Report
 from .op_records import In, OpRecord
 
@@ -65,11 +65,18 @@ class Result:
     status: str  # pass | fail | known | skip
     detail: str = ""
     seconds: float = 0.0
+    #: A failure for want of a kernel (glow.KernelNotWrittenError): its op, and the ops of the graph
+    #: the backend was given (so the report can tell which missing kernels the check needs).
+    missing: str = ""
+    needs: tuple = ()
 
     def to_json(self) -> dict:
         c = self.check
-        return {"section": c.section, "id": c.id, "op": c.op, "dtype": c.dtype, "status": self.status,
-                "detail": self.detail, "seconds": round(self.seconds, 4)}
+        out = {"section": c.section, "id": c.id, "op": c.op, "dtype": c.dtype, "status": self.status,
+               "detail": self.detail, "seconds": round(self.seconds, 4)}
+        if self.missing:
+            out.update(missing=self.missing, needs=list(self.needs))
+        return out
 
 
 class Kit:
@@ -77,20 +84,27 @@ class Kit:
 
     `native="floor"` restricts the backend to the primitive floor; `fallback` is the device that
     takes the nodes of a light model the backend cannot run (None: such models are skipped);
-    `known_failures` maps check ids to reasons (from `load_known_failures` or a file of your own).
+    `strict` allows no fallback at all: such a model fails (every model must run on the backend);
+    `known_failures` maps check ids to reasons (`read_known_failures` of a file of your own); the
+    backend's own file (`Backend.known_failures`) and glow's list for it are read as well.
     """
 
     def __init__(self, backend: str, *, native: str | None = None, fallback: str | None = "reference",
-                 known_failures: dict | None = None):
+                 known_failures: dict | None = None, strict: bool = False):
         from ..plugins import registry
         from .node_suite import load_known_failures
 
         self.name = backend
         self.backend = registry().get(backend)  # unknown or unavailable: BackendError with the reason
         self.native = native
-        self.fallback = fallback if fallback != backend else None
+        self.strict = strict
+        self.fallback = fallback if fallback != backend and not strict else None
+        # Expected failures: those given here, then the backend's own file (Backend.known_failures,
+        # shipped with a plugin), then glow's lists for its built-in backends.
         self.known = dict(known_failures or {})
-        self.known.update({k: v for k, v in load_known_failures(backend).items() if k not in self.known})
+        declared = self.backend.known_failures
+        for more in (read_known_failures(declared) if declared else {}, load_known_failures(backend)):
+            self.known.update({k: v for k, v in more.items() if k not in self.known})
         self.oracle_fails = load_known_failures("reference")
 
     # -- collection --------------------------------------------------------------------------------
@@ -165,13 +179,13 @@ class Kit:
         run = {"records": self._run_record, "nodes": self._run_node_case, "models": self._run_model}
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            status, detail = run[check.section](check.subject)
+            status, detail, *missing = run[check.section](check.subject)
         reason = self.known.get(check.id)
         if reason is not None and status == "fail":
-            status, detail = "known", f"{reason} ({detail})"
+            status, detail, missing = "known", f"{reason} ({detail})", []
         elif reason is not None and status == "pass":
             status, detail = "fail", f"listed as a known failure ({reason}) but passes: remove it from the list"
-        return Result(check, status, detail, time.perf_counter() - t0)
+        return Result(check, status, detail, time.perf_counter() - t0, *missing)
 
     def _compile(self, model, **kw):
         import glow
@@ -191,7 +205,8 @@ class Kit:
             exe = self._compile(graph, optimize=False)  # the node itself, not what the optimiser makes of it
         except Exception as e:  # noqa: BLE001
             return "fail", f"compile: {_err(e)}"
-        return _compare_run(exe, [(feeds, list(expected.values()))], list(expected), rec.rtol, rec.atol)
+        return _compare_run(exe, [(feeds, list(expected.values()))], list(expected), rec.rtol, rec.atol,
+                            accumulates(rec.op))
 
     def _run_node_case(self, case):
         if case.name in self.oracle_fails:
@@ -208,7 +223,8 @@ class Kit:
         names = [i.name for i in case.model.graph.input if i.name not in init]
         sets = [({n: to_array(x) for n, x in zip(names, ins)}, [to_array(e) for e in outs])
                 for ins, outs in case.data_sets]
-        return _compare_run(exe, sets, [o.name for o in case.model.graph.output], case.rtol, case.atol)
+        return _compare_run(exe, sets, [o.name for o in case.model.graph.output], case.rtol, case.atol,
+                            accumulates(case.model))
 
     def _run_model(self, case):
         import glow
@@ -217,6 +233,8 @@ class Kit:
         try:
             exe = self._compile(case.model_path)
         except (LoweringError, BackendError) as e:
+            if self.strict:
+                return "fail", f"needs host fallback ({_stuck_ops(e)}); strict allows none"
             if not self.fallback:
                 return "skip", f"needs another device ({_stuck_ops(e)}) and no fallback device was given"
             try:
@@ -228,24 +246,31 @@ class Kit:
         except Exception as e:  # noqa: BLE001
             return "fail", f"compile: {_err(e)}"
         names = [o.name for o in case.load().graph.output]
-        status, detail = _compare_run(exe, case.data_sets, names, case.rtol, case.atol)
-        close = getattr(exe, "close", None)
-        if callable(close):
-            close()
-        return status, (how if status == "pass" else f"{how}: {detail}")
+        status, detail, *missing = _compare_run(exe, case.data_sets, names, case.rtol, case.atol)
+        exe.close()
+        return status, (how if status == "pass" else f"{how}: {detail}"), *missing
 
 
-def _compare_run(exe, data_sets, out_names, rtol, atol):
+def _compare_run(exe, data_sets, out_names, rtol, atol, accumulated=False):
     for feeds, expected in data_sets:
         try:
             got = exe.run(feeds)
+        except KernelNotWrittenError as e:  # the author's work in progress: grouped by op in the report
+            return "fail", str(e), e.op, _graph_ops(exe)
         except Exception as e:  # noqa: BLE001
             return "fail", f"run: {_err(e)}"
         for name, exp in zip(out_names, expected):
-            m = mismatch(exp, got.get(name), rtol, atol, name)
+            m = mismatch(exp, got.get(name), rtol, atol, name, accumulated=accumulated)
             if m:
                 return "fail", m
     return "pass", ""
+
+
+def _graph_ops(exe) -> tuple:
+    """The ops of the graph a single-backend executable runs (its backend's kernels); () for a
+    partitioned one."""
+    graph = None if getattr(exe, "placement", None) is not None else getattr(exe, "graph", None)
+    return tuple(sorted({n.op.name for n in graph.nodes})) if graph is not None else ()
 
 
 def _err(e: BaseException) -> str:
@@ -307,13 +332,13 @@ def _retyped(rec: OpRecord, dtype: str) -> OpRecord:
 
 def run_conformance(backend: str, *, sections=SECTIONS, pattern: str | None = None, native: str | None = None,
                     fallback: str | None = "reference", known_failures: dict | None = None,
-                    progress=None, jobs: int = 1) -> Report:
+                    progress=None, jobs: int = 1, strict: bool = False) -> Report:
     """Collect and run every check for `backend`; `progress(done, total, check)` after each one.
 
     `jobs > 1` runs the checks in that many fresh processes (the light models first, as they take
     longest); the processes find plugins as a new `glow` process would (entry points, plugins.toml).
     """
-    kit = Kit(backend, native=native, fallback=fallback, known_failures=known_failures)
+    kit = Kit(backend, native=native, fallback=fallback, known_failures=known_failures, strict=strict)
     checks = kit.collect(sections, pattern)
     if jobs > 1 and len(checks) > 1:
         results = _run_in_processes(kit, checks, jobs, progress)
@@ -330,7 +355,7 @@ def _run_in_processes(kit: Kit, checks: list[Check], jobs: int, progress) -> lis
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    options = (kit.name, kit.native, kit.fallback, kit.known)
+    options = (kit.name, kit.native, kit.fallback, kit.known, kit.strict)
     order = sorted(range(len(checks)), key=lambda i: checks[i].section != "models")
     results: list = [None] * len(checks)
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
@@ -338,8 +363,7 @@ def _run_in_processes(kit: Kit, checks: list[Check], jobs: int, progress) -> lis
         futures = {pool.submit(_worker_run, checks[i].section, checks[i].id): i for i in order}
         for done, fut in enumerate(as_completed(futures), 1):
             i = futures[fut]
-            status, detail, seconds = fut.result()
-            results[i] = Result(checks[i], status, detail, seconds)
+            results[i] = Result(checks[i], *fut.result())
             if progress:
                 progress(done, len(checks), checks[i])
     return results
@@ -348,8 +372,8 @@ def _run_in_processes(kit: Kit, checks: list[Check], jobs: int, progress) -> lis
 _WORKER: dict = {}
 
 
-def _worker_init(backend, native, fallback, known):
-    _WORKER["kit"] = Kit(backend, native=native, fallback=fallback, known_failures=known)
+def _worker_init(backend, native, fallback, known, strict):
+    _WORKER["kit"] = Kit(backend, native=native, fallback=fallback, known_failures=known, strict=strict)
 
 
 def _worker_run(section: str, check_id: str):
@@ -357,7 +381,22 @@ def _worker_run(section: str, check_id: str):
     if section not in _WORKER:
         _WORKER[section] = {c.id: c for c in kit.collect([section])}
     r = kit.run(_WORKER[section][check_id])
-    return r.status, r.detail, r.seconds
+    return r.status, r.detail, r.seconds, r.missing, r.needs
+
+
+def checkable_backends() -> tuple[list[str], dict[str, str]]:
+    """The available backends `--all` checks, and those it leaves out with why: a backend whose
+    devices are all remote (ray) runs another backend's code, which is checked as that backend."""
+    from ..plugins import registry
+
+    reg, names, left_out = registry(), [], {}
+    for name in reg.available():
+        devices = reg.records[name].devices
+        if devices and all(d.kind == "remote" for d in devices):
+            left_out[name] = "remote devices: checked as the backend they run"
+        else:
+            names.append(name)
+    return names, left_out
 
 
 def read_known_failures(path: str) -> dict[str, str]:
@@ -399,8 +438,9 @@ def collect(backend: str, sections=SECTIONS, pattern: str | None = None, **kw) -
 
 def parametrize(metafunc, backend: str | None = None) -> None:
     """The body of a `pytest_generate_tests` hook: parametrize the test's `check` argument with the
-    kit's checks for `backend` (default: `--glow-backend`, else reference), honouring the glow
-    pytest plugin's options --glow-sections, --glow-fallback, --glow-native, --glow-known-failures."""
+    kit's checks for `backend` (default: `--glow-backend`, else reference; "all": every backend
+    `glow conformance --all` checks; or names joined by commas), honouring the glow pytest plugin's
+    options --glow-sections, --glow-fallback, --glow-native, --glow-known-failures, --glow-strict."""
     if "check" not in metafunc.fixturenames:
         return
     cfg = metafunc.config
@@ -412,13 +452,16 @@ def parametrize(metafunc, backend: str | None = None) -> None:
             return default
 
     backend = backend or option("--glow-backend", "reference")
+    names = checkable_backends()[0] if backend == "all" else [b.strip() for b in backend.split(",") if b.strip()]
     fallback = option("--glow-fallback", "reference")
     known_path = option("--glow-known-failures")
     sections = [s.strip() for s in option("--glow-sections", ",".join(SECTIONS)).split(",") if s.strip()]
-    checks = collect(backend, sections, native=option("--glow-native"),
-                     fallback=None if fallback == "none" else fallback,
-                     known_failures=read_known_failures(known_path) if known_path else None)
-    metafunc.parametrize("check", checks, ids=[f"{c.section}/{c.id}" for c in checks])
+    checks = [c for name in names for c in collect(
+        name, sections, native=option("--glow-native"), fallback=None if fallback == "none" else fallback,
+        known_failures=read_known_failures(known_path) if known_path else None, strict=bool(option("--glow-strict")))]
+    prefix = len(names) > 1
+    metafunc.parametrize("check", checks, ids=[f"{c.kit.name + '/' if prefix else ''}{c.section}/{c.id}"
+                                               for c in checks])
 
 
 def pytest_check(check: Check) -> Result:

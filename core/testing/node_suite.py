@@ -16,7 +16,7 @@ import sys
 import time
 import warnings
 
-from .compare import mismatch, to_array
+from .compare import accumulates, mismatch, to_array
 
 KNOWN_DIR = os.path.join(os.path.dirname(__file__), "known_failures")
 
@@ -96,6 +96,7 @@ def run_case(case, backend: str = "reference", native: str | None = None,
         return f"compile: {type(e).__name__}: {e}"
     init = {t.name for t in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in init]
+    summed = accumulates(model)
     for inputs, expected in case.data_sets:
         feeds = {n: to_array(x) for n, x in zip(names, inputs)}
         try:
@@ -105,7 +106,7 @@ def run_case(case, backend: str = "reference", native: str | None = None,
             return f"run: {type(e).__name__}: {e}"
         outs = [o.name for o in model.graph.output]
         for name, exp in zip(outs, expected):
-            m = mismatch(to_array(exp), got.get(name), case.rtol, case.atol, name)
+            m = mismatch(to_array(exp), got.get(name), case.rtol, case.atol, name, accumulated=summed)
             if m:
                 return m
     return None

@@ -1,7 +1,7 @@
 """glow's pytest plugin (registered under the `pytest11` entry point): the conformance kit as tests.
 
-    pytest --pyargs glow.testing --glow-backend NAME [--glow-sections records,nodes,models]
-           [--glow-fallback DEVICE|none] [--glow-native floor] [--glow-known-failures FILE]
+    pytest --pyargs glow.testing --glow-backend NAME|all|A,B [--glow-sections records,nodes,models]
+           [--glow-fallback DEVICE|none] [--glow-native floor] [--glow-known-failures FILE] [--glow-strict]
 
 collects `glow/testing/suite/test_glow_conformance.py`, one test per check of the kit, and prints
 the support manifest and the pass table at the end of the run. A backend's own package can use the
@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 OPTIONS = [
-    ("--glow-backend", dict(default=None, help="backend the glow conformance kit checks (default: reference)")),
+    ("--glow-backend", dict(default=None, help="backend the glow conformance kit checks (default: reference); "
+                            "'all': every available backend; or names joined by commas")),
     ("--glow-native", dict(default=None, help="restrict the backend's native ops, e.g. 'floor'")),
     ("--glow-sections", dict(default="records,nodes,models",
                              help="conformance sections to run (default: records,nodes,models)")),
@@ -21,6 +22,8 @@ OPTIONS = [
                              "cannot run ('none': skip such models; default: reference)")),
     ("--glow-known-failures", dict(default=None, metavar="FILE",
                                    help="known failures of the backend: 'check id  # reason' per line")),
+    ("--glow-strict", dict(action="store_true", default=False,
+                           help="no fallback device: a light model the backend cannot run alone fails")),
 ]
 
 
@@ -39,12 +42,17 @@ def pytest_load_initial_conftests(early_config, parser, args):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     from .conformance import PYTEST_RESULTS, Report
+    from .conformance_report import summary_table
 
     by_backend: dict = {}
     for r in PYTEST_RESULTS:
         by_backend.setdefault(r.check.kit.name, []).append(r)
+    reports = []
     for name, results in by_backend.items():
         kit = results[0].check.kit
-        report = Report(name, results, kit.native_ops())
+        reports.append(Report(name, results, kit.native_ops()))
         terminalreporter.write_sep("=", f"glow conformance: {name}")
-        terminalreporter.write(report.to_text(failures=0))
+        terminalreporter.write(reports[-1].to_text(failures=0))
+    if len(reports) > 1:
+        terminalreporter.write_sep("=", "glow conformance: every backend")
+        terminalreporter.write(summary_table(reports))

@@ -19,7 +19,7 @@ MEMORY_BYTES = 8 * 2**20
 
 class ExampleBackend(glow.Backend):
     name = "example"
-    api_version = "1.0"  # the glow plugin API this backend was written for
+    api_version = 2  # the glow backend API this backend was built for (glow.BACKEND_API)
     description = "pure-Python example accelerator: MatMul, Conv, Relu, Add (NumPy), 8 MiB of memory"
 
     def devices(self):
