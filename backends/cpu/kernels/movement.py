@@ -14,6 +14,7 @@ import llvmlite.ir as ir
 import numpy as np
 from glow import dtypes as dt
 from glow.errors import BackendError
+from glow.specialize import varying
 from numpy.lib.stride_tricks import as_strided
 
 from ..codegen import constant, cpu_kernel, value_input
@@ -128,7 +129,9 @@ def emit_affine(cg, instr):
     shape = tuple(out.type.shape)
     mover = storage_dtype(out.type.dtype)
     dst = broadcast(out, shape, mover)
-    if mover.itemsize == 4:  # a transpose of the innermost axis: 8 x 8 register tiles
+    # a transpose of the innermost axis: 8 x 8 register tiles, with the sizes in the code; a size that
+    # varies between calls (a sequence length) keeps the general nest, whose one kernel serves them all
+    if mover.itemsize == 4 and not any(varying(n) for n in shape):
         sizes, (so, si) = collapse(shape, [dst.strides, strides])
         axis = tile_axis(sizes, so, si)
         if axis is not None:
