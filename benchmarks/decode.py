@@ -265,6 +265,8 @@ def main(argv=None):
     ap.add_argument("--precisions", default="fp32,int4", help="fp32: the builder's -p fp32 folder and "
                     "OpenVINO's fp32 IR; int4: the builder's -p int4 folder and NNCF's int4 IR")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--results", default="decode", help="write benchmarks/results-NAME.json (another name keeps "
+                    "one host's run beside another's)")
     a = ap.parse_args(argv)
     configs = [c.strip() for c in a.configs.split(",")]
     if a.build:
@@ -342,7 +344,7 @@ def main(argv=None):
                 if hasattr(eng, "close"):
                     eng.close()
     if not a.no_write:
-        print("wrote", write_results("decode", results))
+        print("wrote", write_results(a.results, results))
     return 0
 
 

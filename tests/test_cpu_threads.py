@@ -3,6 +3,7 @@ thread pools (pool.py), and whole models that must give the same numbers on one 
 also when the second thread never gets to run."""
 
 import threading
+import time
 
 import glow
 import numpy as np
@@ -144,6 +145,44 @@ def test_a_long_call_is_not_tried_alone_until_its_budget_allows():
         c.record(picks[-1], 0.2 if not picks[-1] else 0.35)
     assert picks[:ThreadChoice.SHARE] == [False] * ThreadChoice.SHARE and True in picks
     assert picks.count(True) == 1  # and, slower alone by far, not again soon
+
+
+def test_calls_whose_workers_join_at_once_are_not_tried_alone_early():
+    """A 2-thread prefill of 30 ms tried alone on its second call cost that generation 18 ms of its
+    first token: where the workers joined at once (they have cores), the caller alone waits for the
+    budget; where one came late or not at all, it is tried on the second call as before."""
+    for helped, second in ((True, False), (False, True), (None, True)):
+        c = ThreadChoice(clock=lambda: 0.0)
+        assert c.pick() is False
+        c.record(False, 0.030, helped)
+        assert c.pick() is second, helped
+    c = ThreadChoice(clock=lambda: 0.0)
+    picks = []
+    for _ in range(40):
+        picks.append(c.pick())
+        c.record(picks[-1], 0.030 if not picks[-1] else 0.048, helped=True)
+    assert picks[:ThreadChoice.SHARE] == [False] * ThreadChoice.SHARE and True in picks  # found when due
+    c = ThreadChoice(clock=lambda: 0.0)  # calls of microseconds: tried alone early, helped or not
+    c.record(False, 1e-5, helped=True)
+    assert c.pick() is True
+
+
+def test_the_pool_says_whether_its_workers_joined_a_shared_call_at_once():
+    pool = ThreadPool(2, name="glow-test-helped")
+    joined = threading.Event()
+
+    def fn(ctx, tid, n):
+        if tid == 0:  # the caller runs on long after the worker has joined (however late that was)
+            t0 = time.perf_counter()
+            assert joined.wait(10)
+            time.sleep(30 * (time.perf_counter() - t0) + 0.01)
+        else:
+            joined.set()
+
+    pool.share(fn, None)
+    assert pool.helped is True
+    pool.share(fn, None, solo=True)
+    assert pool.helped is None
 
 
 @pytest.mark.parametrize("threads", [1, 2])

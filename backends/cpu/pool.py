@@ -32,7 +32,7 @@ import time
 
 
 class _Job:
-    __slots__ = ("fn", "ctx", "keep", "closed", "ran", "errors")
+    __slots__ = ("fn", "ctx", "keep", "closed", "ran", "errors", "started", "joined", "last_join")
 
     def __init__(self, fn, ctx, keep=None):
         self.fn, self.ctx = fn, ctx
@@ -40,6 +40,13 @@ class _Job:
         self.closed = False  # share: no worker may join any more
         self.ran = 0  # workers that have returned from fn
         self.errors: list = []
+        self.started = time.perf_counter()
+        self.joined = 0  # workers that entered fn
+        self.last_join = 0.0  # seconds after the start when the last of them did
+
+
+#: A worker "helped" a shared call when it joined within this fraction of the call's time.
+PROMPT_JOIN = 0.1
 
 
 class ThreadPool:
@@ -50,6 +57,9 @@ class ThreadPool:
         self._state = threading.Condition()  # guards _job, _inside and each job's fields
         self._inside = 0  # workers inside fn now
         self._lock = threading.Lock()  # one call at a time per pool
+        #: after a `share` on the workers: whether every worker joined within the first
+        #: PROMPT_JOIN of the call (they had cores of their own); None after a solo call
+        self.helped: bool | None = None
         for tid in range(1, self.n):
             threading.Thread(target=self._worker, args=(tid,), name=f"{name}-{tid}", daemon=True).start()
 
@@ -63,6 +73,8 @@ class ThreadPool:
                     continue  # a late wake-up: the job it was for is over
                 last = job
                 self._inside += 1
+                job.joined += 1
+                job.last_join = time.perf_counter() - job.started
             try:
                 job.fn(job.ctx, tid, self.n)
             except BaseException as e:  # noqa: BLE001 - reported by run()
@@ -110,6 +122,7 @@ class ThreadPool:
                 self._state.wait_for(lambda: self._inside == 0)
                 if before is not None:
                     before()
+            self.helped = None
             if solo:
                 return fn(ctx, 0, 1)
             job = self._start(fn, ctx, keep)
@@ -119,15 +132,19 @@ class ThreadPool:
                 with self._state:
                     job.closed = True
                     self._job = None  # a worker inside holds the job (and `keep`) itself
+                    took = time.perf_counter() - job.started
+                    self.helped = job.joined == self.n - 1 and job.last_join <= PROMPT_JOIN * took
             if job.errors:
                 raise job.errors[0]
 
 
 class ThreadChoice:
     """Per program: run the next call on the whole pool or on the caller alone (`pick() -> solo`),
-    by a moving average of the measured time of each (`record(solo, seconds)`). The pool comes first,
-    then the caller alone (after a call of over EXPLORE_S on the pool, only once the budget below
-    allows: a prefill of seconds run alone would cost a generation its first token). The slower way is
+    by a moving average of the measured time of each (`record(solo, seconds, helped)`). The pool comes
+    first, then the caller alone, except where that is unlikely to pay: after a call of over EXPLORE_S
+    on the pool, or of over EXPLORE_HELPED_S that every worker joined at once (they had cores of their
+    own), the caller alone is tried only once the budget below allows (a prefill of seconds run alone
+    would cost a generation its first token, and one of 30 ms its second). The slower way is
     tried again after 2, 4 and 8 calls and then every EXPLORE calls while that is cheap: while that
     many slow calls take under EXPLORE_S seconds (calls of microseconds), or while the two are
     within 30 % (a first call, or a moment when another process's threads held the other core, may
@@ -143,6 +160,7 @@ class ThreadChoice:
     EXPLORE = 16
     EXPLORE_MIN = 4
     EXPLORE_S = 0.05
+    EXPLORE_HELPED_S = 0.002  # calls this long whose workers join promptly are not tried alone early
     SHARE = 32  # the slower way is tried once per this many times its own time, at most
     WEIGHT = 0.5  # of a new time in the average of the way in use
 
@@ -151,14 +169,19 @@ class ThreadChoice:
         self.calls = 0
         self.clock = clock
         self.explored_at = (0, clock())  # (calls, time) when the slower way last ran
+        self.helped: bool | None = None  # whether the workers joined the last call on the pool promptly
         self.busy = 0.0  # seconds this program ran since then (not the wall clock: a prefill
         # that runs once per generation would otherwise try the slower way every few calls)
 
     def pick(self) -> bool:
         if self.avg[False] is None:
             return False
-        if self.avg[True] is None:  # the caller alone is tried second, except after a long call:
-            # work that keeps every thread busy for EXPLORE_S is looked at alone only when due
+        if self.avg[True] is None:  # the caller alone is tried second, except after a long call
+            # (work that keeps every thread busy for EXPLORE_S is looked at alone only when due)
+            # or while the workers join at once: they have cores, so alone is slower; a prefill of
+            # 30 ms on 2 threads took 48 ms alone, the second generation's first token
+            if self.helped and self.avg[False] >= self.EXPLORE_HELPED_S:
+                return self.busy >= self.SHARE * self.avg[False]
             return self.avg[False] < self.EXPLORE_S or self.busy >= self.SHARE * self.avg[False]
         faster = self.avg[True] < self.avg[False]
         slow = self.avg[not faster]
@@ -173,7 +196,10 @@ class ThreadChoice:
             return not faster
         return faster
 
-    def record(self, solo: bool, seconds: float):
+    def record(self, solo: bool, seconds: float, helped: bool | None = None):
+        """`helped` (a call on the pool): whether every worker joined it promptly (ThreadPool.helped)."""
+        if not solo:
+            self.helped = helped
         old, other = self.avg[solo], self.avg[not solo]
         stale = old is None or other is not None and old > other
         self.avg[solo] = seconds if stale else old + (seconds - old) * self.WEIGHT

@@ -188,7 +188,7 @@ class NativeProgram:
             self.pool.share(self.entry, self._ctx_address, lambda: self._prepare(addrs, solo), keep=self,
                             solo=solo)
             if self.pool.n > 1:
-                self.choice.record(solo, time.perf_counter() - t0)
+                self.choice.record(solo, time.perf_counter() - t0, self.pool.helped)
             check_index_errors(self)  # a bad index a kernel met: InputError naming the node
         for k, arr in later:  # outputs that may not be written over their inputs: copied after
             np.copyto(arr, outs[k])
