@@ -13,7 +13,7 @@ and the module implements hooks with ``glow.hookimpl``::
     def glow_backends():
         return [MyBackend()]
 
-Built-in backends (reference, cpu, opencl, cuda) register through exactly the same group.
+Built-in backends (reference, cpu, opencl, cuda, ray) register through exactly the same group.
 glow calls every hook through pluggy (`pm.hook.<name>`), so whatever pluggy accepts counts: an
 implementation under another name (`@glow.hookimpl(specname="glow_backends")`), several per plugin.
 """
