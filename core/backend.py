@@ -219,6 +219,32 @@ class Executable:
     def _run(self, feeds: dict[str, np.ndarray]) -> dict:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def bind_io(self, feeds: dict, *, into: dict | None = None):
+        """A run of these very arrays, checked once: each call of the returned function runs the
+        graph on the arrays' values at that moment and returns the outputs by name. For a loop
+        that feeds the same arrays every time with new values (a decoding step: the token, the
+        mask, the KV cache), it skips what `run` does per call: checking every input and `into`
+        array, looking up the specialisation, the addresses (cpu). The caller may change the
+        arrays' values between calls, never the arrays themselves (another array, shape or
+        dtype needs a new `bind_io`); an input given as a list is read once, here. Outputs not
+        in `into` may be arrays the binding owns, written over by its next call. (onnxruntime
+        calls this an IOBinding.)"""
+        feeds = check_inputs(self.graph, feeds)
+        into = self._check_into(into)
+        run, names = self._bind_io(feeds, into), self.output_names
+        label = f"running graph '{self.graph.name}' on {type(self).__name__}"
+
+        def bound() -> dict:
+            with internal_errors(label):
+                return _by_output_name(run(), names)
+        return bound
+
+    def _bind_io(self, feeds: dict, into: dict):
+        """`bind_io`'s run, given checked feeds and `into`: a function of no arguments returning
+        what `_run` returns. The default runs as `run` would; a backend overrides it to prepare
+        once what its runs of the same arrays share."""
+        return (lambda: self._run_into(feeds, into)) if into else (lambda: self._run(feeds))
+
     def _run_into(self, feeds: dict, into: dict) -> dict:
         """`_run` with outputs written into the arrays of `into` (checked). The default runs,
         then copies: right whatever aliases what, since every input was read by then."""

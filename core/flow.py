@@ -444,6 +444,12 @@ class SpecializingExecutable(Executable):
         exe, rest = found
         return exe._run_into(rest, into)
 
+    def _bind_io(self, feeds, into):
+        if self._values & feeds.keys():  # an input's values choose the signature: looked up per run
+            return super()._bind_io(feeds, into)
+        exe, rest = self.specialized(feeds)  # shapes alone choose it, and a binding's never change
+        return exe._bind_io(rest, into)
+
     def _profile(self, feeds):
         exe, rest = self.specialized(feeds)
         return exe._profile(rest)

@@ -378,10 +378,10 @@ class Generator:
         else:
             logits, kv, state = self._prefill_grow(prompts, lens, max_new_tokens)
         tokens, done = [], np.zeros(batch, bool)
-        first = None
+        first = decode = None
         for step in range(max_new_tokens):
             if on_logits is not None:
-                on_logits(logits)
+                on_logits(logits.copy())  # a decoding step writes over its logits: the caller's own
             nxt = sampler(logits)
             nxt = np.where(done, info.pad, nxt).astype(np.int64)
             tokens.append(nxt)
@@ -393,7 +393,8 @@ class Generator:
             if done.all() or step == max_new_tokens - 1:
                 break
             if info.shared:
-                logits = self._decode_shared(nxt, lens, step, kv)
+                decode = decode or self._decode_shared(lens, kv)
+                logits = decode(nxt, lens + step)
             else:
                 logits, kv, state = self._decode_grow(nxt, kv, state)
         end = time.perf_counter()
@@ -427,9 +428,24 @@ class Generator:
         logits, _ = self._step(self._prefill_feeds(prompts, lens), lens - 1, kv, self._into(kv))
         return logits, kv, None
 
-    def _decode_shared(self, nxt, lens, step, kv):
-        logits, _ = self._step(self._decode_feeds(nxt, lens, step), 0, kv, self._into(kv))
-        return logits
+    def _decode_shared(self, lens, kv):
+        """The decoding step, bound once per generation (Executable.bind_io): each token only writes
+        its values into the step's input arrays (the token, its position, one more mask column)
+        and runs; the cache is written in place. Returns `decode(nxt, now) -> logits (B, V)`,
+        valid until the next call."""
+        batch = lens.size
+        ids, positions = np.zeros((batch, 1), np.int64), np.zeros((batch, 1), np.int64)
+        mask = (np.arange(self.info.max_length)[None, :] < lens[:, None]).astype(np.int64)
+        feeds = self._with_cache(self._feeds(ids, mask, positions, np.zeros(batch, np.int64)), kv)
+        run = self.exe.bind_io(feeds, into=self._into(kv))
+        rows = np.arange(batch)
+
+        def decode(nxt, now):
+            ids[:, 0] = nxt
+            positions[:, 0] = now
+            mask[rows, now] = 1
+            return run()["logits"][:, 0]
+        return decode
 
     def _into(self, kv) -> dict:
         return {name: arr for pair, arrs in zip(self.info.present, kv) for name, arr in zip(pair, arrs)}

@@ -181,7 +181,36 @@ class NativeProgram:
         arrays = self.check(feeds)
         addrs = [_address(a) for a in arrays]  # once per array and run: a decoding step has dozens
         outs, later, out_addrs = self._outputs(arrays, addrs, into or {})
-        addrs += out_addrs
+        self._call(addrs + out_addrs)
+        for k, arr in later:  # outputs that may not be written over their inputs: copied after
+            np.copyto(arr, outs[k])
+            outs[k] = arr
+        return {name: out for (name, _, _), out in zip(self.outputs, outs)}
+
+    def bind_io(self, feeds: dict, into: dict | None = None):
+        """`run` of these very arrays, prepared once (glow.Executable.bind_io): the checks, the
+        addresses and the output arrays, which later calls write over."""
+        arrays = self.check(feeds)
+        if any(a is not feeds[name] for a, (name, _, _) in zip(arrays, self.inputs)):
+            return lambda: self.run(feeds, into)  # a copy made contiguous would not see new values
+        addrs = [_address(a) for a in arrays]
+        outs, later, out_addrs = self._outputs(arrays, addrs, into or {})
+        addrs = np.array(addrs + out_addrs, np.uint64)
+        names = [name for name, _, _ in self.outputs]
+        final = list(outs)
+        for k, arr in later:
+            final[k] = arr
+
+        def bound(held=arrays) -> dict:  # the inputs live while the binding does: it holds addresses
+            self._call(addrs)
+            for k, arr in later:
+                np.copyto(arr, outs[k])
+            return dict(zip(names, final))
+        return bound
+
+    def _call(self, addrs) -> None:
+        """One native run with ctx pointing at `addrs` (inputs, then outputs), on all threads or
+        the caller alone (`ThreadChoice`)."""
         with self._lock:
             solo = self.pool.n > 1 and self.choice.pick()
             t0 = time.perf_counter()
@@ -190,10 +219,6 @@ class NativeProgram:
             if self.pool.n > 1:
                 self.choice.record(solo, time.perf_counter() - t0, self.pool.helped)
             check_index_errors(self)  # a bad index a kernel met: InputError naming the node
-        for k, arr in later:  # outputs that may not be written over their inputs: copied after
-            np.copyto(arr, outs[k])
-            outs[k] = arr
-        return {name: out for (name, _, _), out in zip(self.outputs, outs)}
 
     def _outputs(self, arrays, addrs, into: dict) -> tuple[list, list, list]:
         """The output arrays of a run: the caller's (`into`) or new ones, and their addresses. A
@@ -278,9 +303,15 @@ class CpuExecutable(Executable):
         return self.program.run(feeds)
 
     def _run_into(self, feeds, into):
+        return self.program.run(feeds, self._program_into(into))
+
+    def _bind_io(self, feeds, into):
+        return self.program.bind_io(feeds, self._program_into(into))
+
+    def _program_into(self, into: dict) -> dict:
         # the program names its outputs after the IR's buffers: the graph's, by position
         names = [name for name, _, _ in self.program.outputs]
-        return self.program.run(feeds, {names[k]: into[g] for k, g in enumerate(self.output_names) if g in into})
+        return {names[k]: into[g] for k, g in enumerate(self.output_names) if g in into}
 
     def _profile(self, feeds):
         if self.program.fn is None:  # loaded from a file: no IR to build the instrumented twin from
