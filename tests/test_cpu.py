@@ -327,7 +327,10 @@ def test_random_reductions(shape, data, op, keep):
     x = (rand(tuple(shape), "float32") * 0.7).astype(np.float32)
     g = build(lambda b, v: b.add1(op, [v, b.constant(np.array(axes, np.int64))] if axes else [v],
                                   {"keepdims": keep}), ("x", x.shape, "float32"))
-    agree(g, {"x": x}, rtol=1e-4, atol=1e-5)
+    # a sum of thousands of terms that nearly cancel is exact only to float32's rounding of the
+    # terms' magnitudes (hypothesis found 6,336 summing to -0.0017: 1.1e-5 apart in summation order)
+    atol = max(1e-5, 1e-6 * float(np.abs(x).sum())) if op == "ReduceSum" else 1e-5
+    agree(g, {"x": x}, rtol=1e-4, atol=atol)
 
 
 @FAST

@@ -284,3 +284,31 @@ def test_a_thread_waiting_for_a_descheduled_one_sleeps_instead_of_spinning():
     assert not caller.is_alive()
     want = glow.compile(model, "cpu", threads=1).run(feeds)
     np.testing.assert_allclose(prog.run(feeds)[prog.outputs[0][0]], want[prog.outputs[0][0]], rtol=1e-5, atol=1e-6)
+
+
+def test_an_idle_pool_costs_nothing():
+    """Workers wait for the next call in native code, spinning for about half a millisecond after
+    each call and then asleep: a pool that has run calls uses no CPU a moment later."""
+    pool = ThreadPool(2, name="glow-test-idle")
+    for _ in range(20):
+        pool.share(lambda ctx, tid, n: None, None)
+    time.sleep(0.05)
+    t0, c0 = time.perf_counter(), time.thread_time()
+    p0 = time.process_time()
+    time.sleep(0.3)
+    spent = time.process_time() - p0 - (time.thread_time() - c0)
+    assert spent < 0.03, f"the idle pool's workers used {spent:.3f} s of CPU in {time.perf_counter() - t0:.2f} s"
+
+
+def test_a_worker_joins_every_call_it_is_waiting_for():
+    """The worker is waiting (spinning) when a call comes: it joins each of many calls in a row."""
+    pool = ThreadPool(2, name="glow-test-join")
+    for _ in range(50):
+        joined = threading.Event()
+
+        def fn(ctx, tid, n, joined=joined):
+            if tid:
+                joined.set()
+            else:
+                assert joined.wait(5)  # the call lasts until the worker is in
+        pool.share(fn, None)

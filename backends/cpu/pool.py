@@ -20,122 +20,97 @@ right after another runtime whose idle threads spin); the caller alone never sta
 inside the inference tells the two apart reliably, so `ThreadChoice` measures: each program
 times its calls in both ways and uses the faster, trying the other again now and then.
 
-ctypes releases the GIL during the native call, so the threads really run in parallel. One call
-at a time per pool; `get_pool` keeps one pool per (device, thread count), so two logical CPU
-devices run at the same time.
+The workers wait for calls in native code (dispatch.py): they spin on the pool's job counter for
+about half a millisecond after each call, then sleep on it, and call the entry themselves, never
+taking the GIL (a Python function given to `share` or `run` is called back through ctypes,
+which takes it). Waiting on a Python semaphore instead, a worker joined a 2 ms LLM decoding step
+about 0.5 ms late on a 2-core VM. ctypes releases the GIL during the caller's native call, so
+the threads really run in parallel. One call at a time per pool; `get_pool` keeps one pool per
+(device, thread count), so two logical CPU devices run at the same time.
 """
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 
-
-class _Job:
-    __slots__ = ("fn", "ctx", "keep", "closed", "ran", "errors", "started", "joined", "last_join")
-
-    def __init__(self, fn, ctx, keep=None):
-        self.fn, self.ctx = fn, ctx
-        self.keep = keep  # what fn's code and memory belong to: alive while a worker runs fn
-        self.closed = False  # share: no worker may join any more
-        self.ran = 0  # workers that have returned from fn
-        self.errors: list = []
-        self.started = time.perf_counter()
-        self.joined = 0  # workers that entered fn
-        self.last_join = 0.0  # seconds after the start when the last of them did
+from .dispatch import PoolState
 
 
 #: A worker "helped" a shared call when it joined within this fraction of the call's time.
 PROMPT_JOIN = 0.1
+_ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
 
 class ThreadPool:
     def __init__(self, nthreads: int, name: str = "glow-cpu"):
         self.n = max(1, int(nthreads))
-        self._job: _Job | None = None
-        self._wake = [threading.Semaphore(0) for _ in range(self.n - 1)]
-        self._state = threading.Condition()  # guards _job, _inside and each job's fields
-        self._inside = 0  # workers inside fn now
         self._lock = threading.Lock()  # one call at a time per pool
         #: after a `share` on the workers: whether every worker joined within the first
         #: PROMPT_JOIN of the call (they had cores of their own); None after a solo call
         self.helped: bool | None = None
-        for tid in range(1, self.n):
-            threading.Thread(target=self._worker, args=(tid,), name=f"{name}-{tid}", daemon=True).start()
-
-    def _worker(self, tid: int):
-        last = None
-        while True:
-            self._wake[tid - 1].acquire()
-            with self._state:
-                job = self._job
-                if job is None or job is last or job.closed:
-                    continue  # a late wake-up: the job it was for is over
-                last = job
-                self._inside += 1
-                job.joined += 1
-                job.last_join = time.perf_counter() - job.started
-            try:
-                job.fn(job.ctx, tid, self.n)
-            except BaseException as e:  # noqa: BLE001 - reported by run()
-                job.errors.append(e)
-            finally:
-                with self._state:
-                    self._inside -= 1
-                    job.ran += 1
-                    self._state.notify_all()
-
-    def _start(self, fn, ctx, keep=None) -> _Job:
-        with self._state:
-            self._state.wait_for(lambda: self._inside == 0)
-            job = self._job = _Job(fn, ctx, keep)
-        for wake in self._wake:
-            wake.release()
-        return job
+        self._keep = None  # what the last call's entry belongs to: alive while a worker may be inside
+        if self.n > 1:
+            self._state = PoolState()
+            for tid in range(1, self.n):
+                threading.Thread(target=self._state.worker, args=(tid,), name=f"{name}-{tid}", daemon=True).start()
 
     def run(self, fn, ctx):
-        """fn(ctx, tid, n) on every thread; returns when all have returned."""
+        """fn(ctx, tid, n) on every thread; returns when all have returned. `fn` is a Python
+        function (the peak measurement's): the caller waits until every worker has joined."""
         if self.n == 1:
             return fn(ctx, 0, 1)
+        arrived = threading.Semaphore(0)
+
+        def each(ctx, tid, n):
+            if tid:
+                arrived.release()
+            else:
+                for _ in range(n - 1):
+                    arrived.acquire()
+            fn(ctx, tid, n)
+        self.share(each, ctx)
         with self._lock:
-            job = self._start(fn, ctx)
-            try:
-                fn(ctx, 0, self.n)
-            finally:
-                with self._state:
-                    self._state.wait_for(lambda: job.ran == self.n - 1)
-                    job.closed, self._job = True, None
-            if job.errors:
-                raise job.errors[0]
+            self._state.quiesce()
 
     def share(self, fn, ctx, before=None, keep=None, solo: bool = False):
-        """fn(ctx, 0, n) on the caller, joined by the workers that wake up in time (`solo`:
-        fn(ctx, 0, 1), no workers). `before()` runs first, when no worker is inside fn any more.
-        `keep`: the object that owns fn's code and memory, referenced until the last worker has
-        left fn (it may outlive this call)."""
+        """fn(ctx, 0, n) on the caller, joined by the workers that are waiting or wake up in time
+        (`solo`: fn(ctx, 0, 1), no workers). `before()` runs first, when no worker is inside fn
+        any more. `fn` is an entry (a ctypes function of (ctx, tid, n)) or a Python function of
+        the same arguments. `keep`: the object that owns fn's code and memory, referenced until
+        the next call, by when every worker has left fn."""
         if self.n == 1:
             if before is not None:
                 before()
             return fn(ctx, 0, 1)
         with self._lock:
-            with self._state:
-                self._state.wait_for(lambda: self._inside == 0)
-                if before is not None:
-                    before()
+            self._state.quiesce()  # a worker that joined the last call may still be on its way out
+            self._keep = None
+            if before is not None:
+                before()
             self.helped = None
             if solo:
                 return fn(ctx, 0, 1)
-            job = self._start(fn, ctx, keep)
-            try:
-                fn(ctx, 0, self.n)
-            finally:
-                with self._state:
-                    job.closed = True
-                    self._job = None  # a worker inside holds the job (and `keep`) itself
-                    took = time.perf_counter() - job.started
-                    self.helped = job.joined == self.n - 1 and job.last_join <= PROMPT_JOIN * took
-            if job.errors:
-                raise job.errors[0]
+            errors: list = []
+            if not isinstance(fn, ctypes._CFuncPtr):  # not a ctypes function (an entry): a Python one
+                fn, ctx = _callback(fn, ctx, errors), None
+            self._keep = (keep, fn)
+            self._state.share(ctypes.cast(fn, ctypes.c_void_p).value, ctx, self.n)
+            self.helped = self._state.helped(self.n - 1, PROMPT_JOIN)
+            if errors:
+                raise errors[0]
+
+
+def _callback(fn, ctx, errors: list):
+    """`fn(ctx, tid, n)` as an entry the native workers can call (ctypes takes the GIL for it); what
+    it raises is kept in `errors`, since a callback cannot raise into the code that called it."""
+    def call(_, tid, n):
+        try:
+            fn(ctx, tid, n)
+        except BaseException as e:  # noqa: BLE001 - raised by share() once the call is over
+            errors.append(e)
+    return _ENTRY(call)
 
 
 class ThreadChoice:
