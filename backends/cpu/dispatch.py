@@ -181,9 +181,9 @@ def _module():
     global _native
     with _lock:
         if _native is None:
-            from . import jit
-
             import llvmlite.binding as llvm
+
+            from . import jit
 
             values = {"WORKER_SPIN_M": WORKER_SPIN - 1000, "WORKER_SPIN": WORKER_SPIN, "SLEEP_NS": SLEEP_NS,
                       "SLEEPERS": SLEEPERS, "INSIDE": INSIDE, "JOINED": JOINED, "LAST_JOIN": LAST_JOIN,

@@ -37,7 +37,6 @@ import time
 
 from .dispatch import PoolState
 
-
 #: A worker "helped" a shared call when it joined within this fraction of the call's time.
 PROMPT_JOIN = 0.1
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
