@@ -433,16 +433,15 @@ class Generator:
         its values into the step's input arrays (the token, its position, one more mask column)
         and runs; the cache is written in place. Returns `decode(nxt, now) -> logits (B, V)`,
         valid until the next call."""
-        batch = lens.size
-        ids, positions = np.zeros((batch, 1), np.int64), np.zeros((batch, 1), np.int64)
-        mask = (np.arange(self.info.max_length)[None, :] < lens[:, None]).astype(np.int64)
-        feeds = self._with_cache(self._feeds(ids, mask, positions, np.zeros(batch, np.int64)), kv)
-        run = self.exe.bind_io(feeds, into=self._into(kv))
-        rows = np.arange(batch)
+        feeds = self._decode_feeds(np.zeros(lens.size, np.int64), lens, 0)
+        ids, mask, positions = feeds["input_ids"], feeds["attention_mask"], feeds.get("position_ids")
+        run = self.exe.bind_io(self._with_cache(feeds, kv), into=self._into(kv))
+        rows = np.arange(lens.size)
 
         def decode(nxt, now):
             ids[:, 0] = nxt
-            positions[:, 0] = now
+            if positions is not None:
+                positions[:, 0] = now
             mask[rows, now] = 1
             return run()["logits"][:, 0]
         return decode
