@@ -70,7 +70,8 @@ def load(path, *, threads: int | None = None) -> Executable:
 def compile(model, backend: str | None = None, *, native: str | None = None,
             threads: int | None = None, devices=None, optimize: bool = True, pins=None, bans=None,
             strict: bool = False, objective: str = "latency", progress=None,
-            options: dict | None = None, cache: bool = False, replicas: int = 1) -> Executable:
+            options: dict | None = None, cache: bool = False, replicas: int = 1,
+            precision: str | None = None) -> Executable:
     """Compile a model (Graph, ModelProto or path) for a backend; returns an executable.
 
     `cache=True`: open the executable an earlier compile of the same model file with the same
@@ -79,6 +80,11 @@ def compile(model, backend: str | None = None, *, native: str | None = None,
 
     `options` are the backend's own (`Backend.options` lists them; `glow backends --json` too),
     e.g. `options={"isa": "avx2"}` for cpu: code for a lower instruction-set level than the host's.
+
+    `precision="bf16"` (the cpu backend's option of that name; $GLOW_PRECISION): matrix products
+    and convolutions with constant weights round their operands to bfloat16 and accumulate in
+    float32 (AVX512-BF16's vdpbf16ps where the CPU has it, the same bits emulated elsewhere);
+    everything else stays float32. "fp32" (the default) is exact float32.
 
     `native="floor"` restricts the backend to the primitive floor (everything else is lowered).
     `optimize=False` skips the graph optimiser (and the backend's fusions): the graph is only lowered.
@@ -100,6 +106,8 @@ def compile(model, backend: str | None = None, *, native: str | None = None,
     `progress`, a callable, is called with each phase's name as it starts: "optimise", "lower",
     "compile" (for `devices=`, one "partition" phase); the CLI draws these on a terminal.
     """
+    if precision is not None:
+        options = {**(options or {}), "precision": precision}
     return compile_imported(model, None, backend, native=native, threads=threads, devices=devices,
                             optimize=optimize, pins=pins, bans=bans, strict=strict, objective=objective,
                             progress=progress, options=options, cache=cache, replicas=replicas)

@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "repeatable (without it a symbolic dim is 1, with a warning)")
     r.add_argument("--threads", type=int, default=None, metavar="N",
                    help="threads for the cpu backend (default: $GLOW_CPU_THREADS, else every core)")
+    r.add_argument("--precision", choices=["fp32", "bf16"], default=None,
+                   help="cpu: bf16 rounds the operands of matrix products and convolutions to bfloat16 "
+                   "and accumulates in float32 (default: fp32, or $GLOW_PRECISION)")
     r.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run N times (fresh generated inputs each time; the same --inputs) and report "
                    "the median and min run time")
@@ -401,6 +404,11 @@ def cmd_bench(args) -> int:
 
 
 # -- run -------------------------------------------------------------------------------------------
+def _precision(args) -> dict | None:
+    """The backend options `--precision` asks for (None: the backend's default)."""
+    return None if args.precision is None else {"precision": args.precision}
+
+
 def cmd_run(args) -> int:
     from . import api
     from .inputs import make_inputs
@@ -418,9 +426,9 @@ def cmd_run(args) -> int:
     if shapes and args.inputs:
         raise InputError("--shape sets generated inputs; with --inputs the arrays' shapes count")
     saved = _is_saved(args.model)
-    if saved and (args.backend or args.native or placement["devices"]):
-        raise InputError(f"{args.model} is a saved executable, compiled already: --backend, --native and "
-                         "--devices apply to ONNX models")
+    if saved and (args.backend or args.native or placement["devices"] or args.precision):
+        raise InputError(f"{args.model} is a saved executable, compiled already: --backend, --native, "
+                         "--precision and --devices apply to ONNX models")
     be_name = args.backend
     if args.backend:
         registry().get(args.backend)  # an unknown or unavailable backend fails before any work
@@ -433,7 +441,8 @@ def cmd_run(args) -> int:
         t0 = time.perf_counter()
         exe = api.load(args.model, threads=args.threads) if saved else None  # nothing to compile
         if exe is None and not placement["devices"]:  # run before: no ONNX import (a second), no compile
-            exe = api.cached(args.model, args.backend, native=args.native, threads=args.threads)
+            exe = api.cached(args.model, args.backend, native=args.native, threads=args.threads,
+                             options=_precision(args))
         compile_s = time.perf_counter() - t0
         graph = exe.graph if exe is not None else api.as_graph(args.model)  # ONNX, or a torch.export .pt2
         if args.inputs:
@@ -447,11 +456,12 @@ def cmd_run(args) -> int:
         elif exe is not None:
             pass  # from the executable cache (its stats say so below)
         elif placement["devices"]:
-            exe = api.compile(graph, native=args.native, threads=args.threads, progress=ph.start, **placement)
+            exe = api.compile(graph, native=args.native, threads=args.threads, progress=ph.start,
+                              options=_precision(args), **placement)
         else:
             exe = api.compile_imported(args.model, graph, backend=args.backend, native=args.native,
                                        threads=args.threads, progress=ph.start, cache=True,
-                                       strict=placement["strict"])
+                                       strict=placement["strict"], options=_precision(args))
         if not saved and "loaded" not in (getattr(exe, "stats", None) or {}):
             compile_s = time.perf_counter() - t0
     if placement["devices"]:

@@ -168,7 +168,7 @@ def test_a_bad_compile_option_is_a_one_line_input_error(monkeypatch):
     from glow.errors import InputError
     from glow.testing.bench_models import small_cnn
 
-    with pytest.raises(InputError, match=r"backend 'cpu' has no option 'isas' \(its options: isa\)"):
+    with pytest.raises(InputError, match=r"backend 'cpu' has no option 'isas' \(its options: isa, precision\)"):
         glow.compile(small_cnn(), "cpu", options={"isas": "avx2"})
     with pytest.raises(InputError, match="compile option isa must be one of avx512, avx2, generic, got 'sse9'"):
         glow.compile(small_cnn(), "cpu", options={"isa": "sse9"})

@@ -70,7 +70,9 @@ class CpuBackend(Backend):
     priority = 10  # below cuda, above opencl and reference: native code on every core
     description = "native code for this CPU through LLVM (llvmlite): one module per model, all cores"
     options = {"isa": "instruction-set level to make code for: avx512, avx2 or generic, at most the "
-                      "host's (default: the host's, or $GLOW_CPU_ISA)"}
+                      "host's (default: the host's, or $GLOW_CPU_ISA)",
+               "precision": "fp32 or bf16: matrix products and convolutions with constant weights take "
+                            "bfloat16 operands and accumulate in float32 (default: fp32, or $GLOW_PRECISION)"}
 
     def check_available(self) -> None:
         import platform
@@ -155,11 +157,13 @@ class CpuBackend(Backend):
         threads = options.threads or default_threads()
         device = None if options.device is None else options.device.id  # whose thread pool
         isa = options.backend_options.get("isa")
-        with jit.level(isa):  # a bad level fails now, not on a specialising executable's first run
+        precision = options.backend_options.get("precision")
+        with jit.level(isa), jit.precision(precision):  # a bad value fails now, not on a first run
             pass
 
         def compile_static(g: Graph) -> Executable:
-            with jit.level(isa):  # also for the programs a specialising executable makes later
+            # also for the programs a specialising executable makes later
+            with jit.level(isa), jit.precision(precision):
                 return CpuExecutable(g, NativeProgram(g, threads, device))
 
         static = self.specialised()

@@ -44,6 +44,20 @@ def _no_unroll(module: ir.Module) -> _LoopID:
     return md
 
 
+
+class BFloatType(ir.types._BaseFloatType):
+    """LLVM's `bfloat`, which llvmlite's IR builder lacks (the bf16 GEMM's vdpbf16ps takes it)."""
+
+    null = "0.0"
+    intrinsic_name = "bf16"
+
+    def __str__(self):
+        return "bfloat"
+
+
+BFloatType._create_instance()
+BF16 = BFloatType()
+
 class KernelBuilder:
     """Builds one function: `kb = KernelBuilder(module, "name", [PTR, PTR, I64])`."""
 

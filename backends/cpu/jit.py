@@ -209,6 +209,54 @@ def isa() -> str:
     return _check_level(want, "GLOW_CPU_ISA", BackendError)
 
 
+#: Arithmetic precisions of matrix products and convolutions (the compile option `precision`).
+PRECISIONS = ("fp32", "bf16")
+_PRECISION: contextvars.ContextVar[str | None] = contextvars.ContextVar("glow_cpu_precision", default=None)
+
+
+@contextlib.contextmanager
+def precision(name: str | None):
+    """Code made inside multiplies matrices at this precision (the compile option `precision`; it
+    wins over $GLOW_PRECISION). None: no change. An unknown name is an InputError."""
+    if name is None:
+        yield
+        return
+    from glow.errors import InputError
+
+    token = _PRECISION.set(_check_precision(name, "compile option precision", InputError))
+    try:
+        yield
+    finally:
+        _PRECISION.reset(token)
+
+
+def _check_precision(name, where: str, error) -> str:
+    want = str(name).strip().lower()
+    if want not in PRECISIONS:
+        raise error(f"{where} must be one of {', '.join(PRECISIONS)}, got {name!r}")
+    return want
+
+
+def bf16() -> bool:
+    """Whether matrix products and convolutions with constant weights take bfloat16 operands
+    (rounded to nearest even) and accumulate in float32: the compile option `precision`, else
+    $GLOW_PRECISION; float32 by default."""
+    if _PRECISION.get() is not None:
+        return _PRECISION.get() == "bf16"
+    want = os.environ.get("GLOW_PRECISION", "").strip()
+    if not want:
+        return False
+    from glow.errors import BackendError
+
+    return _check_precision(want, "GLOW_PRECISION", BackendError) == "bf16"
+
+
+def bf16_native() -> bool:
+    """Whether the code may use AVX512-BF16's vdpbf16ps and vcvtneps2bf16; elsewhere bf16 kernels
+    emulate them bit for bit with float32 FMAs (a product of two bfloat16 values is exact)."""
+    return isa() == "avx512" and "+avx512bf16" in host_features().split(",")
+
+
 def masks_cheap() -> bool:
     """Whether a masked vector load or store costs what a plain one does: with AVX-512's mask
     registers it does; below (vmaskmovps on AVX2, lane by lane on SSE2) it costs several, so

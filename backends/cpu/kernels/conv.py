@@ -9,15 +9,17 @@ re-laid out (and padded) to NHWC, convolved, and laid back out to NCHW.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import llvmlite.ir as ir
 import numpy as np
 
-from .. import layout
+from .. import jit, layout
 from ..codegen import cpu_kernel, weight_data
 from ..irutil import F32, I8, I64, PTR
 from . import epilogue as ep
 from .conv_emit import ConvGeometry, code_key, emit_conv, pack_conv_weights, packed_conv_size
-from .gemm_emit import choose_tile, split_range
+from .gemm_emit import bf16_fits, choose_tile, split_range
 
 #: Convolutions below this many FLOPs are one chunk (splitting costs more than the work).
 PARALLEL_FLOPS = 1 << 18
@@ -45,7 +47,16 @@ def geometry(x_nhwc_shape, w_shape, out_nhwc_shape, attrs) -> ConvGeometry:
     d = attrs.get("dilations") or (1, 1)
     groups = attrs.get("group", 1) or 1
     mr, nv = choose_tile(m // groups)
-    return ConvGeometry(n, hp, wp, c, ho, wo, m, kh, kw, s[0], s[1], d[0], d[1], groups, mr, nv)
+    g = ConvGeometry(n, hp, wp, c, ho, wo, m, kh, kw, s[0], s[1], d[0], d[1], groups, mr, nv)
+    return with_precision(g)
+
+
+def with_precision(g: ConvGeometry) -> ConvGeometry:
+    """`g` with bfloat16 operands where the compile asked for them (jit.bf16) and a tile's input
+    rows fit the kernel's buffer (never depthwise: it vectorises over channels, not k)."""
+    if g.depthwise or not jit.bf16() or not bf16_fits(min(g.mr, g.n * g.ho * g.wo), g.kh * g.kw * g.cin_g):
+        return g
+    return replace(g, bf16=True)
 
 
 def run_conv(cg, instr, g: ConvGeometry, x_ptr, out_ptr, plan):
@@ -147,8 +158,8 @@ def emit_conv_nchw(cg, instr):
     _, m, ho, wo = layout.as_2d(out.type.shape)
     pads = (pb[0], pb[1], pe[0], pe[1])
     groups = instr.attrs.get("group", 1) or 1
-    g = ConvGeometry(n, h + pb[0] + pe[0], wd + pb[1] + pe[1], c, ho, wo, m, k[0], k[1], s[0], s[1], d[0], d[1],
-                     groups, *choose_tile(m // groups))
+    g = with_precision(ConvGeometry(n, h + pb[0] + pe[0], wd + pb[1] + pe[1], c, ho, wo, m, k[0], k[1], s[0], s[1],
+                                    d[0], d[1], groups, *choose_tile(m // groups)))
     a = scratch(cg, g.n * g.hp * g.wp * g.cin * 4)
     o = scratch(cg, g.n * g.ho * g.wo * g.cout * 4)
     relayout(cg, cg.ptr(x), a, (n, c, h, wd), True, pads)

@@ -23,7 +23,18 @@ import llvmlite.ir as ir
 import numpy as np
 
 from ..irutil import I32, I64, VEC, vec
-from .gemm_emit import MR, NV, Epilogue, emit_tile, masked_store, pack_b, split_range
+from .gemm_emit import (
+    MR,
+    NV,
+    Bf16Tile,
+    Epilogue,
+    bf16_buffer,
+    emit_tile,
+    masked_store,
+    pack_b,
+    pack_b_bf16,
+    split_range,
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,7 @@ class ConvGeometry:
     groups: int = 1
     mr: int = MR  # register tile: mr output pixels x 16 * nv output channels
     nv: int = NV
+    bf16: bool = False  # bfloat16 weights and input rows, float32 accumulators (not depthwise)
 
     @property
     def nr(self) -> int:
@@ -56,6 +68,12 @@ class ConvGeometry:
     @property
     def cout_g(self) -> int:
         return self.cout // self.groups
+
+    @property
+    def k_steps(self) -> int:
+        """Rows of a packed panel: kh * kw * Cin_g, or its pairs for bfloat16."""
+        k = self.kh * self.kw * self.cin_g
+        return -(-k // 2) if self.bf16 else k
 
     @property
     def depthwise(self) -> bool:
@@ -93,20 +111,19 @@ def code_key(g: ConvGeometry) -> tuple:
     function (everything else comes from the header at run time). Depthwise: the geometry."""
     if g.depthwise:
         return ("depthwise", g)
-    return ("gemm", _rows(g), g.nv, _contiguous(g), _tile_major(g), g.groups > 1, g.cout_g % g.nr == 0)
+    return ("gemm", _rows(g), g.nv, _contiguous(g), _tile_major(g), g.groups > 1, g.cout_g % g.nr == 0, g.bf16)
 
 
 def header(g: ConvGeometry) -> np.ndarray:
     """The header's values for geometry g (HEADER's order), padded to HEADER_FLOATS floats."""
-    K = g.kh * g.kw * g.cin_g
     npanels = -(-g.cout_g // g.nr)
     tiles = -(-(g.n * g.ho * g.wo) // _rows(g))
     img, row, col = g.hp * g.wp * g.cin, g.sh * g.wp * g.cin, g.sw * g.cin
     v = dict(P=g.n * g.ho * g.wo, ho=g.ho, wo=g.wo, howo=g.ho * g.wo, img=img, row=row, col=col,
              row_wrap=row - g.wo * col, img_wrap=img - g.ho * row, cin=g.cin, cin_g=g.cin_g, cout=g.cout,
              cout_g=g.cout_g, npanels=npanels, tiles=tiles, per_group=npanels * tiles,
-             items=g.groups * npanels * tiles, kn=K * g.nr,
-             taps_at=HEADER_FLOATS + g.groups * npanels * K * g.nr)
+             items=g.groups * npanels * tiles, kn=g.k_steps * g.nr,
+             taps_at=HEADER_FLOATS + g.groups * npanels * g.k_steps * g.nr)
     out = np.zeros(HEADER_FLOATS // 2, np.int64)
     out[:len(HEADER)] = [v[name] for name in HEADER]
     return out
@@ -126,7 +143,7 @@ def tap_offsets(g: ConvGeometry) -> np.ndarray:
 
 def packed_conv_size(g: ConvGeometry) -> int:
     """float32 elements of `pack_conv_weights`' result (not depthwise)."""
-    return HEADER_FLOATS + g.groups * -(-g.cout_g // g.nr) * g.kh * g.kw * g.cin_g * g.nr + tap_offsets(g).size
+    return HEADER_FLOATS + g.groups * -(-g.cout_g // g.nr) * g.k_steps * g.nr + tap_offsets(g).size
 
 
 def pack_conv_weights(w: np.ndarray, g: ConvGeometry, out: np.ndarray | None = None) -> np.ndarray:
@@ -145,8 +162,9 @@ def pack_conv_weights(w: np.ndarray, g: ConvGeometry, out: np.ndarray | None = N
     for grp in range(g.groups):
         wg = w[grp * g.cout_g:(grp + 1) * g.cout_g]  # [Cout_g, Cin_g, kh, kw]
         kmat = wg.transpose(2, 3, 1, 0).reshape(K, g.cout_g)
-        pack_b(kmat, g.nr, out=out[at:at + npanels * K * g.nr].reshape(npanels, K, g.nr))
-        at += npanels * K * g.nr
+        size = npanels * g.k_steps * g.nr
+        (pack_b_bf16 if g.bf16 else pack_b)(kmat, g.nr, out=out[at:at + size].reshape(npanels, g.k_steps, g.nr))
+        at += size
     out[at:] = taps
     return out
 
@@ -186,10 +204,17 @@ def _emit_implicit_gemm(kb, g: ConvGeometry, inp, wp, out, tid, nth, epi: Epilog
     # stay in L2 while its row tiles pass.
     lo, hi = split_range(kb, h["items"], tid, nth)
     ntaps = b.sext(b.load(taps, typ=I32, align=4), I64)
+    tile16 = None
+    if g.bf16:  # each tap's input channels are one contiguous run of a row's A data
+        def runs(emit):
+            with kb.loop(0, ntaps, name="tap") as tap:
+                a_tap = b.sext(b.load(kb.ptr(taps, b.add(tap, kb.i64(1)), I32), typ=I32, align=4), I64)
+                emit(a_tap, b.mul(tap, h["cin_g"]), h["cin_g"])
+        tile16 = Bf16Tile(runs, bf16_buffer(kb), b.mul(ntaps, h["cin_g"]))
     # A group whose packed weights fit in L1 with room to spare (ShuffleNet's grouped 1x1
     # convolutions: 5 panels of 68 x 16) takes its items row tile by row tile, every panel of a
     # tile in turn, so the tile's input rows are read from memory once, not once per panel.
-    tile_major, grouped, divisible = code_key(g)[4:]
+    tile_major, grouped, divisible = code_key(g)[4:7]
 
     def row_offsets(i0):
         """Input offsets of the tile's rows i0 .. i0 + mr - 1: the first from (image, y, x), each
@@ -247,7 +272,7 @@ def _emit_implicit_gemm(kb, g: ConvGeometry, inp, wp, out, tid, nth, epi: Epilog
                     emit(b.add(a_tap, c), b.add(k_tap, c))
 
         emit_tile(kb, mr, inp, rows, panels, b_base, segs, out, crow, col0, epi, n_valid=n_valid,
-                  rows_valid=b.sub(h["P"], i0), k_stride=g.nr, nv=g.nv)
+                  rows_valid=b.sub(h["P"], i0), k_stride=g.nr, nv=g.nv, bf16=tile16)
 
     with kb.loop(lo, hi, name="item") as item:
         tile(item)

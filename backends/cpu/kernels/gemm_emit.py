@@ -25,7 +25,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from .. import jit
-from ..irutil import F32, I1, I32, I64, PTR, VEC, KernelBuilder, vec
+from ..irutil import BF16, F32, I1, I32, I64, PTR, VEC, KernelBuilder, vec
 
 MR = 14
 NV = 2
@@ -189,7 +189,7 @@ def runtime_lane_mask(kb: KernelBuilder, count):
 
 def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_base, k_segments,
               c_ptr, c_offsets: list, col0, epilogue: Epilogue, *, n_valid=None, rows_valid=None,
-              k_stride: int = NR, b_masked: bool = False, nv: int = NV):
+              k_stride: int = NR, b_masked: bool = False, nv: int = NV, bf16: Bf16Tile | None = None):
     """One mr x (16 nv) tile of C.
 
     row_offsets[r]: i64 element offset of row r's A data; c_offsets[r]: of row r's C data.
@@ -201,6 +201,8 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
     zero-padded panel). rows_valid (an i64 value or None): rows r >= rows_valid are computed
     (the caller points them at a valid row) but not stored.
     One code path serves every tile, so a kernel compiles once, not once per edge case.
+    bf16 (a `Bf16Tile`): B is bfloat16 pairs (`pack_b_bf16`) and A is rounded to bfloat16 first;
+    k_segments is not used.
     """
     b = kb.b
     if n_valid is None:
@@ -213,6 +215,9 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
         masks = [runtime_lane_mask(kb, b.sub(n_valid, kb.i64(v * VEC))) for v in range(nv)]
     zero = ir.Constant(vec(), [0.0] * VEC)
     accs = [[kb.var(vec(), zero) for _ in range(live)] for _ in range(mr)]
+    if bf16 is not None:
+        _bf16_accumulate(kb, mr, a_ptr, row_offsets, b_ptr, b_base, bf16, accs, k_stride)
+        k_segments = None
 
     def body(a_off, b_k):
         base = b.add(b_base, b.mul(b_k, kb.i64(k_stride) if isinstance(k_stride, int) else k_stride))
@@ -225,7 +230,8 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
                 slot = accs[r][v]
                 b.store(kb.fma(av, bvs[v], b.load(slot)), slot)
 
-    k_segments(body)
+    if k_segments is not None:
+        k_segments(body)
 
     def store_vec(r, v, mask):
         col = b.add(col0, kb.i64(v * VEC))
@@ -290,6 +296,7 @@ class GemmShape:
     nv: int = NV
     m_varies: bool = False  # M or N differs between calls (glow.specialize.varying): the code
     n_varies: bool = False  # then does not depend on its value (whole row tiles, masked panels)
+    bf16: bool = False  # packed B holds bfloat16 pairs (pack_b_bf16); A is rounded per tile
 
     @property
     def nr(self) -> int:
@@ -305,8 +312,13 @@ class GemmShape:
 
 
 def packed_batch_stride(s: GemmShape) -> int:
-    """Floats per batch of packed B."""
-    return -(-s.N // s.nr) * s.K * s.nr
+    """Floats per batch of packed B (bfloat16 B: 32-bit slots, each a pair)."""
+    return -(-s.N // s.nr) * _k_steps(s) * s.nr
+
+
+def _k_steps(s: GemmShape) -> int:
+    """Rows of a packed panel: K, or K's pairs for bfloat16."""
+    return -(-s.K // 2) if s.bf16 else s.K
 
 
 def kernel_factory(module: ir.Module, name: str):
@@ -326,7 +338,7 @@ def _tile_rows(s: GemmShape) -> int:
 def gemm_code_key(s: GemmShape) -> tuple:
     """What a GEMM kernel's code depends on; GEMMs with equal keys share one function (sizes and
     strides come from the table at run time)."""
-    return (_tile_rows(s), s.nv, s.packed, len(s.batch), not s.n_varies and s.N % s.nr == 0)
+    return (_tile_rows(s), s.nv, s.packed, len(s.batch), not s.n_varies and s.N % s.nr == 0, s.bf16)
 
 
 def gemm_table(s: GemmShape) -> np.ndarray:
@@ -335,7 +347,7 @@ def gemm_table(s: GemmShape) -> np.ndarray:
     tiles = -(-s.M // _tile_rows(s))
     unit = packed_batch_stride(s) if s.packed else 1
     head = [s.M, s.N, s.K, s.K if s.lda is None else s.lda, s.N if s.ldb is None else s.ldb, tiles,
-            npanels * tiles, s.batches * npanels * tiles, s.M * s.N, s.K * s.nr if s.packed else s.nr]
+            npanels * tiles, s.batches * npanels * tiles, s.M * s.N, _k_steps(s) * s.nr if s.packed else s.nr]
     dims = [x for d in range(len(s.batch)) for x in (s.batch[d], s.a_batch[d], s.b_batch[d] * unit)]
     return np.array(head + dims, np.int64)
 
@@ -362,6 +374,10 @@ def emit_gemm(make_kb, s: GemmShape, epilogue=None, extra_args: int = 0) -> ir.F
             for d in range(len(s.batch))]
     mr = _tile_rows(s)
     lo, hi = split_range(kb, g["items"], tid, nth)
+    tile16 = None
+    if s.bf16:
+        tile16 = Bf16Tile(lambda emit: emit(kb.i64(0), kb.i64(0), g["K"]), bf16_buffer(kb), g["K"],
+                          prefetch=s.packed and mr == 1)
 
     with kb.loop(lo, hi, name="item") as item:
         bi = b.sdiv(item, g["per_batch"])
@@ -391,7 +407,7 @@ def emit_gemm(make_kb, s: GemmShape, epilogue=None, extra_args: int = 0) -> ir.F
 
         emit_tile(kb, mr, A, rows, B, b_base, segs, C, crow, col0, epi, n_valid=n_valid,
                   rows_valid=b.sub(g["M"], i0), k_stride=s.nr if s.packed else g["ldb"],
-                  b_masked=not s.packed, nv=s.nv)
+                  b_masked=not s.packed, nv=s.nv, bf16=tile16)
     return kb.finish()
 
 
@@ -426,3 +442,165 @@ def _batch_offsets(kb, bi, dims):
         b_off = b.add(b_off, b.mul(idx, sb))
         bi = nxt
     return a_off, b_off
+
+
+# -- bfloat16 operands, float32 accumulators (precision="bf16") ------------------------------------
+# B is packed at compile time as bfloat16 pairs: a panel's row kk holds, per column, the values of
+# k = 2kk (low half) and 2kk + 1 (high half) in one 32-bit slot, so one 64-byte load is 16 columns
+# x 2 k. A tile first rounds its A rows (mr x K floats, read as for float32) into a stack buffer of
+# bfloat16, k-contiguous; then each k pair broadcasts a row's 32-bit pair and issues one
+# vdpbf16ps per B vector: twice the multiply-adds of an FMA for the same registers. Rounding A once
+# per tile, not once per GEMM, costs about 1 / (8 nv) of the tile's arithmetic and needs no buffer
+# planned in memory; repeated per column panel, it is still cheap next to the products.
+
+#: Bytes of the stack buffer a bf16 kernel rounds a tile's A rows into: a GEMM or convolution whose
+#: tile (mr rows x K, K even) needs more stays float32. 224 KiB: a 14-row tile of K 8192.
+BF16_TILE_BYTES = 224 * 1024
+
+I16 = ir.IntType(16)
+
+
+def bf16_fits(rows: int, k: int) -> bool:
+    """Whether a tile of `rows` rows of depth `k` fits the bf16 buffer."""
+    return rows * (k + k % 2) * 2 <= BF16_TILE_BYTES
+
+
+def to_bf16_bits(x) -> np.ndarray:
+    """float32 -> bfloat16 bits (uint16) as vcvtneps2bf16 rounds: to nearest even, a NaN stays a
+    (quiet) NaN, and zeros and denormals become a zero of the same sign."""
+    u = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    exp = u & 0x7F800000
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    sign = (u >> 16).astype(np.uint16) & 0x8000
+    nan = (exp == 0x7F800000) & ((u & 0x007FFFFF) != 0)
+    out = np.where(exp == 0, sign, rounded)
+    return np.where(nan, ((u >> 16) | 0x40).astype(np.uint16), out).astype(np.uint16)
+
+
+def from_bf16_bits(h) -> np.ndarray:
+    return (np.asarray(h, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def packed_shape_bf16(k: int, n: int, nr: int = NR) -> tuple[int, int, int]:
+    """The shape (32-bit slots) `pack_b_bf16` gives a [K, N] B."""
+    return (-(-n // nr), -(-k // 2), nr)
+
+
+def pack_b_bf16(b: np.ndarray, nr: int = NR, transposed: bool = False, out: np.ndarray | None = None) -> np.ndarray:
+    """B [K, N] (or B^T) -> [ceil(N/nr), ceil(K/2), nr] float32 slots, each holding the bfloat16
+    values of k = 2kk (low half) and 2kk + 1 (high half) of one column, zero-padded; into `out`
+    when given."""
+    p = pack_b(b, nr, transposed)
+    panels, k, _ = p.shape
+    if k % 2:
+        p = np.concatenate([p, np.zeros((panels, 1, nr), np.float32)], axis=1)
+    bits = to_bf16_bits(p).reshape(panels, -1, 2, nr).transpose(0, 1, 3, 2)  # [panel, kk, col, half]
+    slots = np.ascontiguousarray(bits).view(np.float32).reshape(panels, -1, nr)
+    if out is None:
+        return slots
+    out[...] = slots
+    return out
+
+
+@dataclass
+class Bf16Tile:
+    """How a bf16 tile reads its A rows: `runs(emit)` calls emit(a_off, k0, count) for each run of
+    `count` consecutive k (from k0) whose A data is contiguous at each row's offset + a_off;
+    `buffer` is `bf16_buffer(kb)`; `k` the depth (an i64 value). `prefetch`: B is streamed once
+    (a matrix-vector product): ask for it ahead."""
+
+    runs: object
+    buffer: object
+    k: object
+    prefetch: bool = False
+
+
+def bf16_buffer(kb: KernelBuilder):
+    """The kernel's stack buffer for a tile's A rows in bfloat16 (BF16_TILE_BYTES, 64-aligned)."""
+    buf = kb.array(I16, BF16_TILE_BYTES // 2)
+    buf.align = 64
+    # untyped (llvmlite keeps an alloca's element type): rows are written 16 values at a time and
+    # read in pairs
+    return kb.b.gep(buf, [kb.i64(0)], source_etype=I16) if buf.type.is_opaque else \
+        kb.b.inttoptr(kb.b.ptrtoint(buf, I64), PTR)
+
+
+def _bf16_accumulate(kb: KernelBuilder, mr: int, a_ptr, row_offsets, b_ptr, b_base, t: Bf16Tile, accs, k_stride):
+    b = kb.b
+    kp = b.and_(b.add(t.k, kb.i64(1)), kb.i64(-2))  # K rounded up to even
+    pairs = b.lshr(kp, kb.i64(1))
+    for r in range(mr):
+        row = b.mul(kb.i64(r), kp)
+        kb.store(ir.Constant(I16, 0), t.buffer, b.sub(b.add(row, kp), kb.i64(1)), I16, align=2)  # odd K's pad
+        t.runs(lambda a_off, k0, count, r=r, row=row: _round_run(
+            kb, a_ptr, b.add(row_offsets[r], a_off), t.buffer, b.add(row, k0), count))
+    live = len(accs[0])
+    pair_vec = ir.VectorType(I32, VEC)
+    with kb.loop(0, pairs, name="kk") as kk:
+        base = b.add(b_base, b.mul(kk, kb.i64(k_stride)))
+        if t.prefetch:
+            for j in range(live):
+                prefetch(kb, kb.ptr(b_ptr, b.add(base, kb.i64(prefetch_distance() // 4 + j * VEC))))
+        bvs = [b.load(kb.ptr(b_ptr, b.add(base, kb.i64(v * VEC))), typ=pair_vec, align=4) for v in range(live)]
+        for r in range(mr):
+            a = kb.splat(b.load(kb.ptr(t.buffer, b.add(b.mul(kb.i64(r), pairs), kk), I32), typ=I32, align=4))
+            for v in range(live):
+                slot = accs[r][v]
+                b.store(_dot_pairs(kb, b.load(slot), a, bvs[v]), slot)
+
+
+def _dot_pairs(kb: KernelBuilder, acc, a, bv):
+    """acc + a.hi * b.hi + a.lo * b.lo per 32-bit lane of bfloat16 pairs (vdpbf16ps: the high
+    product first, each sum rounded to float32; each product is exact in float32, so two FMAs
+    give the same bits where the instruction is missing)."""
+    b = kb.b
+    if jit.bf16_native():
+        t = ir.VectorType(BF16, 2 * VEC)
+        f = kb.intrinsic("llvm.x86.avx512bf16.dpbf16ps.512", vec(), [vec(), t, t])
+        return b.call(f, [acc, b.bitcast(a, t), b.bitcast(bv, t)])
+    high = ir.Constant(ir.VectorType(I32, VEC), [-65536] * VEC)
+    sixteen = ir.Constant(ir.VectorType(I32, VEC), [16] * VEC)
+
+    def halves(x):
+        return b.bitcast(b.and_(x, high), vec()), b.bitcast(b.shl(x, sixteen), vec())
+
+    (ah, al), (bh, bl) = halves(a), halves(bv)
+    return kb.fma(al, bl, kb.fma(ah, bh, acc))
+
+
+def _round_run(kb: KernelBuilder, a_ptr, a_start, buf, k_start, count):
+    """buf[k_start + j] = bfloat16(a[a_start + j]) for j < count (an i64 value), 16 at a time."""
+    b = kb.b
+    whole = b.and_(count, kb.i64(-VEC))
+    with kb.loop(0, whole, step=VEC, name="cv") as j:
+        x = b.load(kb.ptr(a_ptr, b.add(a_start, j)), typ=vec(), align=4)
+        b.store(_to_bf16(kb, x), kb.ptr(buf, b.add(k_start, j), I16), align=2)
+    rest = b.sub(count, whole)
+    with b.if_then(b.icmp_signed(">", rest, kb.i64(0))):
+        mask = runtime_lane_mask(kb, rest)
+        x = masked_load(kb, kb.ptr(a_ptr, b.add(a_start, whole)), mask)
+        h = _to_bf16(kb, x)
+        t = h.type
+        f = kb.intrinsic(f"llvm.masked.store.v{VEC}i16.p0", ir.VoidType(), [t, PTR, I32, mask.type])
+        b.call(f, [h, kb.ptr(buf, b.add(k_start, whole), I16), ir.Constant(I32, 2), mask])
+
+
+def _to_bf16(kb: KernelBuilder, x):
+    """<16 x float> -> <16 x i16> bfloat16 bits, rounded as `to_bf16_bits` says."""
+    b = kb.b
+    i16v = ir.VectorType(I16, VEC)
+    if jit.bf16_native():
+        return b.bitcast(b.fptrunc(x, ir.VectorType(BF16, VEC)), i16v)
+    iv = ir.VectorType(I32, VEC)
+
+    def c(n):
+        return ir.Constant(iv, [n] * VEC)
+
+    u = b.bitcast(x, iv)
+    exp = b.and_(u, c(0x7F800000))
+    rounded = b.lshr(b.add(u, b.add(c(0x7FFF), b.and_(b.lshr(u, c(16)), c(1)))), c(16))
+    sign = b.and_(b.lshr(u, c(16)), c(0x8000))
+    nan = b.and_(b.icmp_unsigned("==", exp, c(0x7F800000)), b.icmp_unsigned("!=", b.and_(u, c(0x7FFFFF)), c(0)))
+    out = b.select(b.icmp_unsigned("==", exp, c(0)), sign, rounded)
+    out = b.select(nan, b.or_(b.lshr(u, c(16)), c(0x40)), out)
+    return b.trunc(out, i16v)

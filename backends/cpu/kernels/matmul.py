@@ -11,16 +11,30 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import llvmlite.ir as ir
 import numpy as np
 from glow import dtypes as dt
 from glow.ir.instr import Expr
 from glow.specialize import varying
 
+from .. import jit
 from ..codegen import cpu_kernel, has_ltype, ltype, weight_data
 from ..irutil import F32, I64, PTR
 from . import epilogue as ep
-from .gemm_emit import GemmShape, choose_tile, emit_gemm, gemm_code_key, gemm_table, pack_b, packed_shape
+from .gemm_emit import (
+    GemmShape,
+    bf16_fits,
+    choose_tile,
+    emit_gemm,
+    gemm_code_key,
+    gemm_table,
+    pack_b,
+    pack_b_bf16,
+    packed_shape,
+    packed_shape_bf16,
+)
 
 MAX_PACKED_BYTES = 1 << 31  # constant B beyond this is read in place rather than duplicated
 
@@ -97,6 +111,7 @@ def emit_matmul(cg, instr):
     packed = data is not None and b.type.nbytes <= MAX_PACKED_BYTES
     s, single = matmul_shape(a.type.shape, b.type.shape, packed)
     if packed:
+        s = with_precision(s)
         bp = packed_matmul_b(cg, data, s, single)
     else:
         bp = cg.ptr(b)
@@ -110,14 +125,21 @@ def packed_matmul_b(cg, data: np.ndarray, s: GemmShape, single: bool):
     per process for every program that packs it alike (Codegen.weight_out); the Gather of a
     tied embedding table reads its rows from the same copy (index.py)."""
     mats = np.asarray(data, np.float32).reshape((-1, s.K, s.N))
-    one = packed_shape(s.K, s.N, s.nr)
+    one = (packed_shape_bf16 if s.bf16 else packed_shape)(s.K, s.N, s.nr)
+    pack = pack_b_bf16 if s.bf16 else pack_b
 
     def fill(panels):
         for m, o in zip(mats[:1] if single else mats, panels):
-            pack_b(m, s.nr, out=o)
+            pack(m, s.nr, out=o)
 
     return cg.weight_out((1 if single else len(mats), *one), np.float32, fill, source=data,
-                         how=("matmul", s.K, s.N, s.nr, single))
+                         how=("matmul", s.K, s.N, s.nr, single, s.bf16))
+
+
+def with_precision(s: GemmShape) -> GemmShape:
+    """`s` (B packed) with bfloat16 operands where the compile asked for them (jit.bf16) and a
+    tile's A rows fit the kernel's buffer."""
+    return replace(s, bf16=True) if jit.bf16() and bf16_fits(min(s.mr, s.M), s.K) else s
 
 
 def _matmul_generic(node) -> bool:
@@ -224,11 +246,12 @@ def emit_gemm_op(cg, instr):
         bm = np.asarray(data, np.float32)
         if alpha != 1.0:
             bm = bm * np.float32(alpha)
-        s = GemmShape(M, N, K, packed=True, mr=mr, nv=nv, m_varies=varying(M))
+        s = with_precision(GemmShape(M, N, K, packed=True, mr=mr, nv=nv, m_varies=varying(M)))
         transposed = bool(instr.attrs.get("transB", 0))
-        bp = cg.weight_out(packed_shape(*(bm.shape[::-1] if transposed else bm.shape), s.nr), np.float32,
-                           lambda panels: pack_b(bm, s.nr, transposed=transposed, out=panels), source=data,
-                           how=("gemm", float(alpha), transposed, s.nr))
+        shape, pack = (packed_shape_bf16, pack_b_bf16) if s.bf16 else (packed_shape, pack_b)
+        bp = cg.weight_out(shape(*(bm.shape[::-1] if transposed else bm.shape), s.nr), np.float32,
+                           lambda panels: pack(bm, s.nr, transposed=transposed, out=panels), source=data,
+                           how=("gemm", float(alpha), transposed, s.nr, s.bf16))
     else:
         bp = cg.ptr(b)
         s = GemmShape(M, N, K, packed=False, mr=mr, nv=nv, m_varies=varying(M), n_varies=n_varies)
