@@ -100,8 +100,10 @@ class ProfiledProgram:
         self.program = program
         self.fn = program.fn
         self.instrs = timed_instrs(self.fn)
-        cg = codegen.Codegen(self.fn, program.plan, profile=True)
-        self.module_text, self.weights = cg.build()
+        # the program's own level and precision: the twin times the code the program runs
+        with jit.level(program.target["isa"]), jit.precision(getattr(program, "precision", None)):
+            cg = codegen.Codegen(self.fn, program.plan, profile=True)
+            self.module_text, self.weights = cg.build()
         self.held_weights = cg.held_weights  # the shared weights its value table points at: held while it lives
         self.module = jit.CompiledModule(self.module_text)
         self.entry = _ENTRY(self.module.address(codegen.ENTRY))

@@ -93,6 +93,7 @@ class NativeProgram:
         self._held = [h for _, h, _ in shared]  # the shared weights live while this program does
         self.sites = {site_id(i.name): f"node '{i.name}' ({i.opname})" for i in fn.instrs}
         self.target = jit.target()
+        self.precision = "bf16" if jit.bf16() else "fp32"  # the profiled twin is made alike
         self._setup(module, weights, plan.arena_bytes, sync_bytes,
                     [(b.name, b.type.dtype.np, tuple(b.type.shape)) for b in fn.inputs],
                     [(b.name, b.type.dtype.np, tuple(b.type.shape)) for b in fn.outputs], threads, device, stats)
