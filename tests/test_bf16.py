@@ -114,9 +114,26 @@ def _conv_model(x, w, bias, stride, pad, group):
 
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("optimize", [True, False])  # ConvNHWC, and Conv through its NCHW scratch
-@pytest.mark.parametrize("shape", [(1, 3, 9, 20, 3, 1, 1, 1), (2, 17, 8, 40, 3, 2, 1, 1), (1, 64, 7, 64, 1, 1, 0, 1),
-                                   (1, 8, 6, 12, 3, 1, 0, 2), (1, 33, 5, 50, 5, 1, 2, 1)])
+@pytest.mark.parametrize("shape", [(1, 16, 9, 20, 3, 1, 1, 1), (2, 17, 8, 40, 3, 2, 1, 1), (1, 64, 7, 64, 1, 1, 0, 1),
+                                   (1, 32, 6, 12, 3, 1, 0, 2), (1, 33, 5, 50, 5, 1, 2, 1), (1, 3, 5, 20, 1, 1, 0, 1)])
 def test_conv_is_the_model_bit_for_bit(level, optimize, shape):
+    n, c, hw, m, k, stride, pad, group = shape
+    x, w, bias, mdl = _conv_case(shape)
+    np.testing.assert_array_equal(_run(mdl, {"x": x}, level, optimize=optimize)["y"], _conv_model(x, w, bias, stride,
+                                                                                                    pad, group))
+
+
+def test_a_stem_of_few_channels_stays_float32():
+    """3 channels per tap (an RGB stem): rounding its rows tap by tap costs more than bf16 saves."""
+    shape = (1, 3, 9, 20, 3, 1, 1, 1)
+    x, w, bias, mdl = _conv_case(shape)
+    y = _run(mdl, {"x": x}, jit.host_isa())["y"]
+    y32 = glow.compile(mdl, "cpu").run({"x": x})["y"]
+    np.testing.assert_allclose(y, y32, rtol=1e-6, atol=1e-5)
+    assert not np.array_equal(y, _conv_model(x, w, bias, 1, 1, 1))
+
+
+def _conv_case(shape):
     n, c, hw, m, k, stride, pad, group = shape
     rng = np.random.default_rng(sum(shape))
     w = rng.standard_normal((m, c // group, k, k)).astype(np.float32)
@@ -126,8 +143,7 @@ def test_conv_is_the_model_bit_for_bit(level, optimize, shape):
     mdl = _model([h.make_node("Conv", ["x", "w", "b"], ["y"], strides=[stride] * 2, pads=[pad] * 4, group=group)],
                  [h.make_tensor_value_info("x", T.FLOAT, [n, c, hw, hw])],
                  [h.make_tensor_value_info("y", T.FLOAT, [n, m, ho, ho])], {"w": w, "b": bias})
-    np.testing.assert_array_equal(_run(mdl, {"x": x}, level, optimize=optimize)["y"], _conv_model(x, w, bias, stride,
-                                                                                                    pad, group))
+    return x, w, bias, mdl
 
 
 def test_nan_and_inf_reach_the_output():
