@@ -129,6 +129,16 @@ def pool_ok(node) -> bool:
     return node.op.name in ("MaxPool", "AveragePool") and _geometry_ok(node)
 
 
+def lrn_ok(node) -> bool:
+    """A float32 4-D LRN (AlexNet's, GoogLeNet's): between NHWC convolutions it runs NHWC."""
+    return static_f32(node.inputs[0], 4) and static_f32(node.outputs[0], 4)
+
+
+def nhwc_ok(node) -> bool:
+    """Whether a pool or LRN node (an op of NHWC_OF other than Conv) runs on NHWC data."""
+    return lrn_ok(node) if node.op.name == "LRN" else pool_ok(node)
+
+
 def _geometry_ok(node) -> bool:
     try:
         conv_geometry(node)
@@ -217,8 +227,11 @@ AVGPOOL_NHWC = _nhwc_op("AveragePoolNHWC", "AveragePool", ("X:T",), (*_POOL, Att
                         "AveragePool on NHWC data.")
 GAP_NHWC = _nhwc_op("GlobalAveragePoolNHWC", "GlobalAveragePool", ("X:T",), (),
                     "GlobalAveragePool on NHWC data: [N,H,W,C] -> [N,1,1,C].")
+LRN_NHWC = _nhwc_op("LRNNHWC", "LRN", ("X:T",), get_op("LRN").attrs,
+                    "LRN on NHWC data: each pixel's channels, contiguous, normalised in one pass.",
+                    groups={NN})
 NHWC_OF = {"Conv": CONV_NHWC, "MaxPool": MAXPOOL_NHWC, "AveragePool": AVGPOOL_NHWC,
-           "GlobalAveragePool": GAP_NHWC}
+           "GlobalAveragePool": GAP_NHWC, "LRN": LRN_NHWC}
 
 
 # -- layout tracking ------------------------------------------------------------------------------
@@ -338,7 +351,7 @@ def _rewrite(lay, node, ins, pairs):
         return [_conv(lay, node, ins, pairs)]
     if name == "ConvInteger" and conv_integer_ok(node):
         return [_conv(lay, node, ins, pairs, integer=True)]
-    if name in NHWC_OF and pool_ok(node):
+    if name in NHWC_OF and nhwc_ok(node):
         x = lay.convert(*pairs[0], NHWC)
         return [(lay.rb.emit1(NHWC_OF[name], [x], dict(node.attrs)), NHWC)]
     if not any(p is not None for _, p in pairs):
