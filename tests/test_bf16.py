@@ -104,33 +104,27 @@ def _conv_model(x, w, bias, stride, pad, group):
     xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad))).transpose(0, 2, 3, 1)
     cg, mg = c // group, m // group
     out = np.zeros((n, ho, ho, m), np.float32)
+    even = cg + cg % 2  # an odd group's channels gain a zero one per tap: pairs never straddle taps
     for gi in range(group):  # k runs over (dy, dx, channel), as the kernel's
         cols = np.stack([xp[:, dy:dy + stride * ho:stride, dx:dx + stride * ho:stride, gi * cg:(gi + 1) * cg]
-                         for dy in range(k) for dx in range(k)], axis=3).reshape(n * ho * ho, k * k * cg)
-        wk = w[gi * mg:(gi + 1) * mg].transpose(2, 3, 1, 0).reshape(k * k * cg, mg)
+                         for dy in range(k) for dx in range(k)], axis=3)
+        cols = np.pad(cols, [(0, 0)] * 4 + [(0, even - cg)]).reshape(n * ho * ho, k * k * even)
+        wk = np.pad(w[gi * mg:(gi + 1) * mg].transpose(2, 3, 1, 0), [(0, 0), (0, 0), (0, even - cg), (0, 0)])
+        wk = wk.reshape(k * k * even, mg)
         out[..., gi * mg:(gi + 1) * mg] = model_matmul(cols, wk).reshape(n, ho, ho, mg)
     return (out + bias).transpose(0, 3, 1, 2)
 
 
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("optimize", [True, False])  # ConvNHWC, and Conv through its NCHW scratch
-@pytest.mark.parametrize("shape", [(1, 16, 9, 20, 3, 1, 1, 1), (2, 17, 8, 40, 3, 2, 1, 1), (1, 64, 7, 64, 1, 1, 0, 1),
-                                   (1, 32, 6, 12, 3, 1, 0, 2), (1, 33, 5, 50, 5, 1, 2, 1), (1, 3, 5, 20, 1, 1, 0, 1)])
+@pytest.mark.parametrize("shape", [(1, 3, 9, 20, 3, 1, 1, 1), (2, 17, 8, 40, 3, 2, 1, 1), (1, 64, 7, 64, 1, 1, 0, 1),
+                                   (1, 8, 6, 12, 3, 1, 0, 2), (1, 33, 5, 50, 5, 1, 2, 1), (1, 3, 5, 20, 1, 1, 0, 1),
+                                   (1, 6, 7, 12, 3, 1, 1, 3)])  # RGB stems, groups of odd channels
 def test_conv_is_the_model_bit_for_bit(level, optimize, shape):
     n, c, hw, m, k, stride, pad, group = shape
     x, w, bias, mdl = _conv_case(shape)
     np.testing.assert_array_equal(_run(mdl, {"x": x}, level, optimize=optimize)["y"], _conv_model(x, w, bias, stride,
                                                                                                     pad, group))
-
-
-def test_a_stem_of_few_channels_stays_float32():
-    """3 channels per tap (an RGB stem): rounding its rows tap by tap costs more than bf16 saves."""
-    shape = (1, 3, 9, 20, 3, 1, 1, 1)
-    x, w, bias, mdl = _conv_case(shape)
-    y = _run(mdl, {"x": x}, jit.host_isa())["y"]
-    y32 = glow.compile(mdl, "cpu").run({"x": x})["y"]
-    np.testing.assert_allclose(y, y32, rtol=1e-6, atol=1e-5)
-    assert not np.array_equal(y, _conv_model(x, w, bias, 1, 1, 1))
 
 
 def _conv_case(shape):

@@ -256,6 +256,7 @@ class Codegen:
         self._weight_at: dict[int, int] = {}
         self._operand_of: dict[int, object] = {}  # id(pointer value) -> operand (for noalias)
         self._shared: dict = {}
+        self._staging = None  # staging(): one buffer for every instruction's temporary data
         self._shared_fns: set[int] = set()  # called more than once: never marked noalias
         self._by_body: dict[bytes, ir.Function] = {}  # kernel text -> the kernel (deduplication)
         self._memo: dict = {}  # (emitter's key, noalias pattern) -> the kernel (call_memo)
@@ -352,6 +353,21 @@ class Codegen:
                            internal=True)
         kb.fn.attributes.add("nounwind")
         return kb
+
+    def staging(self, nbytes: int):
+        """A 64-byte aligned buffer of at least `nbytes` that a kernel uses during its own
+        instruction only (a bf16 convolution's rounded input): one module global for every
+        instruction that asks, as large as the largest request, so it does not add up over a
+        model's layers. Kernels take it as an argument."""
+        gv = self._staging
+        if gv is None:
+            gv = self._staging = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 64), "glow.staging")
+            gv.linkage = "internal"
+            gv.align = 64
+        if nbytes > gv.value_type.count:  # uses see an untyped pointer: only the definition grows
+            gv.value_type = ir.ArrayType(ir.IntType(8), int(nbytes))
+        gv.initializer = ir.Constant(gv.value_type, None)
+        return gv
 
     def shared(self, key, make: Callable):
         """A function built once per `key` and reused by every instruction asking for it."""

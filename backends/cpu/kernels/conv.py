@@ -18,8 +18,8 @@ from .. import jit, layout
 from ..codegen import cpu_kernel, weight_data
 from ..irutil import F32, I8, I64, PTR
 from . import epilogue as ep
-from .conv_emit import ConvGeometry, code_key, emit_conv, pack_conv_weights, packed_conv_size
-from .gemm_emit import bf16_fits, choose_tile, split_range
+from .conv_emit import ConvGeometry, code_key, emit_bf16_input, emit_conv, pack_conv_weights, packed_conv_size
+from .gemm_emit import choose_tile, split_range
 
 #: Convolutions below this many FLOPs are one chunk (splitting costs more than the work).
 PARALLEL_FLOPS = 1 << 18
@@ -51,21 +51,10 @@ def geometry(x_nhwc_shape, w_shape, out_nhwc_shape, attrs) -> ConvGeometry:
     return with_precision(g)
 
 
-#: Input channels per group below which a convolution stays float32 at precision bf16: a tile
-#: rounds its input rows tap by tap, cin_g values at a time, and runs shorter than a vector cost
-#: more than the bf16 products save (Inception's 7 x 7 stem of 3 channels: 1.02 ms in float32,
-#: 1.31 in bf16 on a Zen 5 core).
-BF16_MIN_CHANNELS = 16
-
-
 def with_precision(g: ConvGeometry) -> ConvGeometry:
-    """`g` with bfloat16 operands where the compile asked for them (jit.bf16), a tap's channels
-    fill a vector and a tile's input rows fit the kernel's buffer (never depthwise: it
-    vectorises over channels, not k)."""
-    if (g.depthwise or not jit.bf16() or (g.cin_g < BF16_MIN_CHANNELS and (g.kh, g.kw) != (1, 1))
-            or not bf16_fits(min(g.mr, g.n * g.ho * g.wo), g.kh * g.kw * g.cin_g)):
-        return g
-    return replace(g, bf16=True)
+    """`g` with bfloat16 operands where the compile asked for them (jit.bf16); never depthwise
+    (it vectorises over channels, not k: float32)."""
+    return g if g.depthwise or not jit.bf16() else replace(g, bf16=True)
 
 
 def run_conv(cg, instr, g: ConvGeometry, x_ptr, out_ptr, plan):
@@ -85,6 +74,14 @@ def run_conv(cg, instr, g: ConvGeometry, x_ptr, out_ptr, plan):
     fn = cg.shared(key, lambda: emit_conv(lambda types: cg.function(instr.op.name, types), g,
                                           kplan.builder(bias is not None), len(kplan.leaves)))
     bp = cg.ptr(bias) if bias is not None else ir.Constant(PTR, None)
+    if g.bf16:  # the input rounded once into the staging buffer, which the kernel then reads
+        pixels = g.n * g.hp * g.wp
+        stage = cg.staging(pixels * g.units[0] * 4)
+        rnd = cg.shared(("conv-bf16-input", g.cin, g.groups),
+                        lambda: emit_bf16_input(lambda types: cg.function("RoundInput", types), g))
+        split = [cg.tid, cg.nth] if pixels * g.cin >= PARALLEL_FLOPS // 64 else [cg.entry.i64(0), cg.entry.i64(1)]
+        cg.call(rnd, [x_ptr, stage, cg.entry.i64(pixels), *split], single=split[0] is not cg.tid)
+        x_ptr = stage
     args = [x_ptr, wp, out_ptr, bp, *kplan.args(cg)]
     if g.flops < PARALLEL_FLOPS:
         cg.call(fn, args + [cg.entry.i64(0), cg.entry.i64(1)], single=True)

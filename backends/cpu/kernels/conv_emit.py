@@ -22,17 +22,18 @@ from dataclasses import dataclass
 import llvmlite.ir as ir
 import numpy as np
 
-from ..irutil import I32, I64, VEC, vec
+from ..irutil import I16, I32, I64, PTR, VEC, vec
 from .gemm_emit import (
     MR,
     NV,
-    Bf16Tile,
     Epilogue,
-    bf16_buffer,
     emit_tile,
+    masked_load,
     masked_store,
     pack_b,
     pack_b_bf16,
+    round_to_bf16,
+    runtime_lane_mask,
     split_range,
 )
 
@@ -55,7 +56,7 @@ class ConvGeometry:
     groups: int = 1
     mr: int = MR  # register tile: mr output pixels x 16 * nv output channels
     nv: int = NV
-    bf16: bool = False  # bfloat16 weights and input rows, float32 accumulators (not depthwise)
+    bf16: bool = False  # bfloat16 weights and input (`emit_bf16_input`), float32 sums (not depthwise)
 
     @property
     def nr(self) -> int:
@@ -70,10 +71,20 @@ class ConvGeometry:
         return self.cout // self.groups
 
     @property
+    def cin_gp(self) -> int:
+        """bfloat16: a group's input channels in pairs (an odd count padded with a zero channel)."""
+        return -(-self.cin_g // 2)
+
+    @property
     def k_steps(self) -> int:
-        """Rows of a packed panel: kh * kw * Cin_g, or its pairs for bfloat16."""
-        k = self.kh * self.kw * self.cin_g
-        return -(-k // 2) if self.bf16 else k
+        """Rows of a packed panel: kh * kw * Cin_g, or kh * kw * cin_gp channel pairs for bfloat16."""
+        return self.kh * self.kw * (self.cin_gp if self.bf16 else self.cin_g)
+
+    @property
+    def units(self) -> tuple[int, int]:
+        """(per pixel, per group) units of the input the kernel reads: float32 channels, or for
+        bfloat16 the 32-bit channel pairs of the rounded copy (`emit_bf16_input`)."""
+        return (self.groups * self.cin_gp, self.cin_gp) if self.bf16 else (self.cin, self.cin_g)
 
     @property
     def depthwise(self) -> bool:
@@ -118,9 +129,10 @@ def header(g: ConvGeometry) -> np.ndarray:
     """The header's values for geometry g (HEADER's order), padded to HEADER_FLOATS floats."""
     npanels = -(-g.cout_g // g.nr)
     tiles = -(-(g.n * g.ho * g.wo) // _rows(g))
-    img, row, col = g.hp * g.wp * g.cin, g.sh * g.wp * g.cin, g.sw * g.cin
+    cin, cin_g = g.units
+    img, row, col = g.hp * g.wp * cin, g.sh * g.wp * cin, g.sw * cin
     v = dict(P=g.n * g.ho * g.wo, ho=g.ho, wo=g.wo, howo=g.ho * g.wo, img=img, row=row, col=col,
-             row_wrap=row - g.wo * col, img_wrap=img - g.ho * row, cin=g.cin, cin_g=g.cin_g, cout=g.cout,
+             row_wrap=row - g.wo * col, img_wrap=img - g.ho * row, cin=cin, cin_g=cin_g, cout=g.cout,
              cout_g=g.cout_g, npanels=npanels, tiles=tiles, per_group=npanels * tiles,
              items=g.groups * npanels * tiles, kn=g.k_steps * g.nr,
              taps_at=HEADER_FLOATS + g.groups * npanels * g.k_steps * g.nr)
@@ -135,7 +147,7 @@ def tap_offsets(g: ConvGeometry) -> np.ndarray:
     The kernel reads the count from memory, so LLVM cannot unroll the tap loop (kh * kw copies
     of the micro-kernel would cost seconds of compile time and nothing at run time)."""
     dy, dx = np.meshgrid(np.arange(g.kh), np.arange(g.kw), indexing="ij")
-    off = ((dy * g.dh * g.wp + dx * g.dw) * g.cin).reshape(-1)
+    off = ((dy * g.dh * g.wp + dx * g.dw) * g.units[0]).reshape(-1)
     if off.size and off.max() >= 2 ** 31:
         raise ValueError("convolution too large for 32-bit tap offsets")
     return np.concatenate([[off.size], off]).astype(np.int32)
@@ -155,13 +167,16 @@ def pack_conv_weights(w: np.ndarray, g: ConvGeometry, out: np.ndarray | None = N
     if g.depthwise:  # [C, 1, kh, kw] -> [kh*kw, C]
         return np.ascontiguousarray(w.reshape(g.cout, g.kh * g.kw).T)
     head, taps = header(g).view(np.float32), tap_offsets(g).view(np.float32)
-    K, npanels = g.kh * g.kw * g.cin_g, -(-g.cout_g // g.nr)
+    npanels = -(-g.cout_g // g.nr)
     out = np.zeros(packed_conv_size(g), np.float32) if out is None else out
     out[:head.size] = head
     at = head.size
     for grp in range(g.groups):
         wg = w[grp * g.cout_g:(grp + 1) * g.cout_g]  # [Cout_g, Cin_g, kh, kw]
-        kmat = wg.transpose(2, 3, 1, 0).reshape(K, g.cout_g)
+        kmat = wg.transpose(2, 3, 1, 0)  # [kh, kw, Cin_g, Cout_g]: k runs over (dy, dx, channel)
+        if g.bf16 and g.cin_g % 2:  # pairs never straddle taps: a zero channel per tap
+            kmat = np.concatenate([kmat, np.zeros((*kmat.shape[:2], 1, g.cout_g), np.float32)], axis=2)
+        kmat = kmat.reshape(-1, g.cout_g)
         size = npanels * g.k_steps * g.nr
         (pack_b_bf16 if g.bf16 else pack_b)(kmat, g.nr, out=out[at:at + size].reshape(npanels, g.k_steps, g.nr))
         at += size
@@ -204,13 +219,6 @@ def _emit_implicit_gemm(kb, g: ConvGeometry, inp, wp, out, tid, nth, epi: Epilog
     # stay in L2 while its row tiles pass.
     lo, hi = split_range(kb, h["items"], tid, nth)
     ntaps = b.sext(b.load(taps, typ=I32, align=4), I64)
-    tile16 = None
-    if g.bf16:  # each tap's input channels are one contiguous run of a row's A data
-        def runs(emit):
-            with kb.loop(0, ntaps, name="tap") as tap:
-                a_tap = b.sext(b.load(kb.ptr(taps, b.add(tap, kb.i64(1)), I32), typ=I32, align=4), I64)
-                emit(a_tap, b.mul(tap, h["cin_g"]), h["cin_g"])
-        tile16 = Bf16Tile(runs, bf16_buffer(kb), b.mul(ntaps, h["cin_g"]))
     # A group whose packed weights fit in L1 with room to spare (ShuffleNet's grouped 1x1
     # convolutions: 5 panels of 68 x 16) takes its items row tile by row tile, every panel of a
     # tile in turn, so the tile's input rows are read from memory once, not once per panel.
@@ -272,7 +280,7 @@ def _emit_implicit_gemm(kb, g: ConvGeometry, inp, wp, out, tid, nth, epi: Epilog
                     emit(b.add(a_tap, c), b.add(k_tap, c))
 
         emit_tile(kb, mr, inp, rows, panels, b_base, segs, out, crow, col0, epi, n_valid=n_valid,
-                  rows_valid=b.sub(h["P"], i0), k_stride=g.nr, nv=g.nv, bf16=tile16)
+                  rows_valid=b.sub(h["P"], i0), k_stride=g.nr, nv=g.nv, pairs=g.bf16)
 
     with kb.loop(lo, hi, name="item") as item:
         tile(item)
@@ -353,3 +361,37 @@ def _store_lanes(kb, epi: Epilogue, val, out, offset, c0, total):
         kb.b.store(val, kb.ptr(out, offset), align=4)
     else:
         masked_store(kb, val, kb.ptr(out, offset), mask)
+
+
+def emit_bf16_input(make_kb, g: ConvGeometry) -> ir.Function:
+    """`void (float* in_padded, i16* out, i64 pixels, i64 tid, i64 nth)`: a bf16 convolution's
+    input rounded once (rounding each tile's rows again for every column panel cost 5-10 % of
+    the kernel's time) into [pixels, groups, 2 * cin_gp] bfloat16, a group's odd channel count
+    padded with a zero. The kernel then reads each row's channel pairs straight from it."""
+    kb = make_kb([PTR, PTR, I64, I64, I64])
+    kb.fn.attributes.add("noinline")
+    x, out, pixels, tid, nth = kb.args
+    b = kb.b
+    width = 2 * g.cin_gp
+    lo, hi = split_range(kb, pixels, tid, nth)
+    with kb.loop(lo, hi, name="pixel") as p:
+        with kb.loop(0, g.groups, name="group") as grp:
+            _round_group(kb, x, out, b.add(b.mul(p, kb.i64(g.cin)), b.mul(grp, kb.i64(g.cin_g))),
+                         b.add(b.mul(p, kb.i64(g.groups * width)), b.mul(grp, kb.i64(width))), g.cin_g, width)
+    return kb.finish()
+
+
+def _round_group(kb, x, out, src, dst, count: int, width: int):
+    """out[dst + j] = bfloat16(x[src + j]) for j < count, zero up to `width`, 16 at a time."""
+    b = kb.b
+    for j in range(0, width, VEC):
+        mask = None if j + VEC <= count else runtime_lane_mask(kb, kb.i64(count - j))
+        at = kb.ptr(x, b.add(src, kb.i64(j)))
+        h = round_to_bf16(kb, b.load(at, typ=vec(), align=4) if mask is None else masked_load(kb, at, mask))
+        dest = kb.ptr(out, b.add(dst, kb.i64(j)), I16)
+        if j + VEC <= width:
+            b.store(h, dest, align=2)
+        else:
+            store = kb.intrinsic(f"llvm.masked.store.v{VEC}i16.p0", ir.VoidType(), [h.type, PTR, I32,
+                                                                                   ir.VectorType(ir.IntType(1), VEC)])
+            b.call(store, [h, dest, ir.Constant(I32, 2), runtime_lane_mask(kb, kb.i64(width - j))])

@@ -25,7 +25,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from .. import jit
-from ..irutil import BF16, F32, I1, I32, I64, PTR, VEC, KernelBuilder, vec
+from ..irutil import BF16, F32, I1, I16, I32, I64, PTR, VEC, KernelBuilder, vec
 
 MR = 14
 NV = 2
@@ -189,7 +189,8 @@ def runtime_lane_mask(kb: KernelBuilder, count):
 
 def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_base, k_segments,
               c_ptr, c_offsets: list, col0, epilogue: Epilogue, *, n_valid=None, rows_valid=None,
-              k_stride: int = NR, b_masked: bool = False, nv: int = NV, bf16: Bf16Tile | None = None):
+              k_stride: int = NR, b_masked: bool = False, nv: int = NV, bf16: Bf16Tile | None = None,
+              pairs: bool = False):
     """One mr x (16 nv) tile of C.
 
     row_offsets[r]: i64 element offset of row r's A data; c_offsets[r]: of row r's C data.
@@ -202,7 +203,8 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
     (the caller points them at a valid row) but not stored.
     One code path serves every tile, so a kernel compiles once, not once per edge case.
     bf16 (a `Bf16Tile`): B is bfloat16 pairs (`pack_b_bf16`) and A is rounded to bfloat16 first;
-    k_segments is not used.
+    k_segments is not used. `pairs`: A and B are bfloat16 pairs already (a convolution's rounded
+    input): k_segments' offsets and k count 32-bit pairs.
     """
     b = kb.b
     if n_valid is None:
@@ -221,6 +223,9 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
 
     def body(a_off, b_k):
         base = b.add(b_base, b.mul(b_k, kb.i64(k_stride) if isinstance(k_stride, int) else k_stride))
+        if pairs:
+            _pairs_step(kb, mr, a_ptr, row_offsets, a_off, b_ptr, base, accs)
+            return
         bvs = [load_vec(kb, kb.ptr(b_ptr, b.add(base, kb.i64(v * VEC))), masks[v] if b_masked else None)
                for v in range(live)]
         for r in range(mr):
@@ -457,7 +462,6 @@ def _batch_offsets(kb, bi, dims):
 #: tile (mr rows x K, K even) needs more stays float32. 224 KiB: a 14-row tile of K 8192.
 BF16_TILE_BYTES = 224 * 1024
 
-I16 = ir.IntType(16)
 
 
 def bf16_fits(rows: int, k: int) -> bool:
@@ -549,6 +553,18 @@ def _bf16_accumulate(kb: KernelBuilder, mr: int, a_ptr, row_offsets, b_ptr, b_ba
                 b.store(_dot_pairs(kb, b.load(slot), a, bvs[v]), slot)
 
 
+def _pairs_step(kb: KernelBuilder, mr: int, a_ptr, row_offsets, a_off, b_ptr, base, accs):
+    """One k pair of a tile whose A rows are bfloat16 pairs already (32-bit units)."""
+    b = kb.b
+    pair_vec = ir.VectorType(I32, VEC)
+    bvs = [b.load(kb.ptr(b_ptr, b.add(base, kb.i64(v * VEC))), typ=pair_vec, align=4) for v in range(len(accs[0]))]
+    for r in range(mr):
+        a = kb.splat(b.load(kb.ptr(a_ptr, b.add(row_offsets[r], a_off), I32), typ=I32, align=4))
+        for v, bv in enumerate(bvs):
+            slot = accs[r][v]
+            b.store(_dot_pairs(kb, b.load(slot), a, bv), slot)
+
+
 def _dot_pairs(kb: KernelBuilder, acc, a, bv):
     """acc + a.hi * b.hi + a.lo * b.lo per 32-bit lane of bfloat16 pairs (vdpbf16ps: the high
     product first, each sum rounded to float32; each product is exact in float32, so two FMAs
@@ -574,18 +590,18 @@ def _round_run(kb: KernelBuilder, a_ptr, a_start, buf, k_start, count):
     whole = b.and_(count, kb.i64(-VEC))
     with kb.loop(0, whole, step=VEC, name="cv") as j:
         x = b.load(kb.ptr(a_ptr, b.add(a_start, j)), typ=vec(), align=4)
-        b.store(_to_bf16(kb, x), kb.ptr(buf, b.add(k_start, j), I16), align=2)
+        b.store(round_to_bf16(kb, x), kb.ptr(buf, b.add(k_start, j), I16), align=2)
     rest = b.sub(count, whole)
     with b.if_then(b.icmp_signed(">", rest, kb.i64(0))):
         mask = runtime_lane_mask(kb, rest)
         x = masked_load(kb, kb.ptr(a_ptr, b.add(a_start, whole)), mask)
-        h = _to_bf16(kb, x)
+        h = round_to_bf16(kb, x)
         t = h.type
         f = kb.intrinsic(f"llvm.masked.store.v{VEC}i16.p0", ir.VoidType(), [t, PTR, I32, mask.type])
         b.call(f, [h, kb.ptr(buf, b.add(k_start, whole), I16), ir.Constant(I32, 2), mask])
 
 
-def _to_bf16(kb: KernelBuilder, x):
+def round_to_bf16(kb: KernelBuilder, x):
     """<16 x float> -> <16 x i16> bfloat16 bits, rounded as `to_bf16_bits` says."""
     b = kb.b
     i16v = ir.VectorType(I16, VEC)
