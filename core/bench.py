@@ -124,9 +124,10 @@ def _onnxruntime(model, threads: int):
     return lambda feeds: sess.run(None, feeds)
 
 
-def _openvino(model, threads: int):
+def _openvino(model, threads: int, reduced: bool = False):
     """A runner on OpenVINO's CPU plugin, in fp32 (its default on some CPUs is bf16, which would
-    not be the same computation), one stream of `threads` threads, latency mode."""
+    not be the same computation), one stream of `threads` threads, latency mode; `reduced` (glow
+    at precision bf16): at OpenVINO's default precision instead (bf16 on AVX512-BF16 and AMX)."""
     try:
         import openvino as ov
     except ImportError:
@@ -140,9 +141,8 @@ def _openvino(model, threads: int):
             ov_model = core.read_model(path)
     else:
         ov_model = core.read_model(model)
-    compiled = core.compile_model(ov_model, "CPU", {
-        "INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY",
-        "INFERENCE_PRECISION_HINT": "f32"})
+    config = {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1, "PERFORMANCE_HINT": "LATENCY"}
+    compiled = core.compile_model(ov_model, "CPU", config if reduced else {**config, "INFERENCE_PRECISION_HINT": "f32"})
     request = compiled.create_infer_request()
 
     def run(feeds):
@@ -169,7 +169,11 @@ def peer_names(vs) -> list[str]:
 
 
 def bench(spec: str, backend: str | None = None, threads: int = 1, rounds: int = 20,
-          warmup: int = 3, vs="onnxruntime", native: str | None = None) -> BenchResult:
+          warmup: int = 3, vs="onnxruntime", native: str | None = None, precision: str | None = None) -> BenchResult:
+    """`precision` (the cpu backend's option, e.g. "bf16"): glow is timed at it, OpenVINO at its
+    default precision, and each round's outputs are compared with glow fp32's on the same inputs
+    (`extra["accuracy"]`: per output, the largest error relative to fp32's largest magnitude and
+    the smallest cosine)."""
     from . import api
     from .inputs import make_inputs
     from .onnx_import import load_onnx
@@ -180,10 +184,13 @@ def bench(spec: str, backend: str | None = None, threads: int = 1, rounds: int =
     graph = load_onnx(model)
     feeds = make_inputs(graph, seed=0)
     t0 = time.perf_counter()
-    exe = api.compile(graph, backend=backend, native=native, threads=threads)
+    exe = api.compile(graph, backend=backend, native=native, threads=threads, precision=precision)
     compile_s = time.perf_counter() - t0
     be_name = backend or api.registry().default().name
-    peers = [_MAKERS[n](model, threads) for n in names]
+    reduced = precision not in (None, "fp32")
+    exact = api.compile(graph, backend=backend, native=native, threads=threads) if reduced else None
+    accuracy: dict = {}
+    peers = [_MAKERS[n](model, threads, reduced) if n == "openvino" else _MAKERS[n](model, threads) for n in names]
     out = exe.run(feeds)  # untimed: a first run may compile (specialising executables)
     diff = _max_diff(graph, out, peers[0](feeds)) if peers else None
     for _ in range(warmup):  # warm-up and settling runs use the seed-0 inputs; timed runs never do
@@ -209,9 +216,26 @@ def bench(spec: str, backend: str | None = None, threads: int = 1, rounds: int =
             busy[who].append((time.process_time() - c) / wall if wall > 0 else 0.0)
         if peers:
             diff = max(diff, _max_diff(graph, *outs[:2]))
+        if exact is not None:
+            _compare(accuracy, outs[0], exact.run(fresh))
     rounds_bar.close()
+    extra = {"precision": precision, "accuracy": accuracy} if reduced else {}
     return BenchResult(name, be_name, threads, rounds, compile_s, Timing.of(times[0], busy[0]),
-                       {n: Timing.of(t, b) for n, t, b in zip(names, times[1:], busy[1:])}, diff)
+                       {n: Timing.of(t, b) for n, t, b in zip(names, times[1:], busy[1:])}, diff, extra)
+
+
+def _compare(acc: dict, out: dict, ref: dict) -> None:
+    """Fold one run's outputs into acc[name] = [max error / max |ref|, min cosine] against `ref`."""
+    for k, r in ref.items():
+        a, r = np.asarray(out[k], np.float64).ravel(), np.asarray(r, np.float64).ravel()
+        if not r.size or not np.issubdtype(r.dtype, np.floating):
+            continue
+        scale = float(np.max(np.abs(r))) or 1.0
+        den = float(np.linalg.norm(a) * np.linalg.norm(r))
+        cos = float(a @ r / den) if den else float(np.array_equal(a, r))
+        err = float(np.max(np.abs(a - r))) / scale
+        old = acc.get(k, [0.0, 1.0])
+        acc[k] = [max(old[0], err), min(old[1], cos)]
 
 
 def _max_diff(graph, out: dict, ref: list) -> float:
@@ -248,4 +272,7 @@ def format_result(r: BenchResult) -> str:
                  f"ratio {r.ratio_to(n):.2f}")
     if r.peers:
         line += f"; max |diff| {r.max_abs_diff:.2e}"
+    for k, (err, cos) in r.extra.get("accuracy", {}).items():
+        line += (f"\n  {k}: {r.extra['precision']} against glow fp32: max error {err:.2e} of the largest "
+                 f"value, cosine {cos:.6f}")
     return line

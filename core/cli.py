@@ -190,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--native", choices=["floor", "all"], default=None,
                     help="restrict the backend's native ops ('floor': lower everything to primitives)")
     bn.add_argument("--json", action="store_true", help="print the result as JSON (every timing and difference)")
+    bn.add_argument("--precision", choices=["fp32", "bf16"], default=None,
+                    help="cpu: time glow at bf16 (OpenVINO then at its default precision) and print each "
+                    "output's error and cosine against glow fp32 on the same inputs")
     bn.set_defaults(func=cmd_bench)
 
     from .cli_generate import add_parser as add_generate
@@ -398,7 +401,7 @@ def cmd_bench(args) -> int:
     if args.threads < 1 or args.rounds < 1:
         raise InputError("--threads and --rounds must be at least 1")
     r = bench(args.model, backend=args.backend, threads=args.threads, rounds=args.rounds,
-              vs=args.vs, native=args.native)
+              vs=args.vs, native=args.native, precision=args.precision)
     print(json.dumps(r.to_dict(), indent=2) if args.json else format_result(r))
     return 0
 

@@ -174,3 +174,16 @@ def test_bad_precisions_are_one_line_errors(monkeypatch):
     y32 = glow.compile(_mm(), "cpu", precision="fp32").run({"x": x})["y"]
     np.testing.assert_array_equal(y16, model_matmul(x, np.ones((64, 32), np.float32)))
     np.testing.assert_allclose(y32, x @ np.ones((64, 32), np.float32), rtol=1e-5, atol=1e-5)
+
+
+def test_bench_reports_the_error_against_fp32(capsys):
+    from glow.bench import bench, format_result
+    from glow.cli import main
+
+    r = bench("mlp", backend="cpu", rounds=2, warmup=0, vs="none", precision="bf16")
+    err, cos = r.extra["accuracy"]["h2"]
+    assert 0 < err < 0.02 and 0.9999 < cos < 1  # rounded, and close
+    assert "bf16 against glow fp32: max error" in format_result(r)
+    assert bench("mlp", backend="cpu", rounds=1, warmup=0, vs="none").extra == {}  # fp32: nothing to compare
+    assert main(["bench", "mlp", "--backend", "cpu", "--rounds", "1", "--vs", "none", "--precision", "bf16"]) == 0
+    assert "h2: bf16 against glow fp32" in capsys.readouterr().out
