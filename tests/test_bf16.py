@@ -156,6 +156,22 @@ def _mm():
                   [h.make_tensor_value_info("y", T.FLOAT, [4, 32])], {"w": w})
 
 
+def test_the_emulated_path_gives_the_native_bits(monkeypatch):
+    """At the avx512 level without AVX512-BF16 (turned off by $GLOW_CPU_FEATURES where the host
+    has it): FMAs, the same results as the model and so as vdpbf16ps."""
+    if jit.host_isa() != "avx512":
+        pytest.skip("needs an AVX-512 host")
+    monkeypatch.setenv("GLOW_CPU_FEATURES", "-avx512bf16")
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((70, 40)).astype(np.float32)
+    x = rng.standard_normal((9, 70)).astype(np.float32)
+    m = _model([h.make_node("MatMul", ["x", "w"], ["y"])], [h.make_tensor_value_info("x", T.FLOAT, [9, 70])],
+               [h.make_tensor_value_info("y", T.FLOAT, [9, 40])], {"w": w})
+    exe = glow.compile(m, "cpu", precision="bf16", options={"isa": "avx512"})
+    assert "dpbf16ps" not in exe.program.module_text and not jit.bf16_native()
+    np.testing.assert_array_equal(exe.run({"x": x})["y"], model_matmul(x, w))
+
+
 def test_the_code_uses_vdpbf16ps_only_where_asked_and_present():
     exe = glow.compile(_mm(), "cpu", precision="bf16")
     assert ("dpbf16ps" in exe.program.module_text) == NATIVE
@@ -187,3 +203,23 @@ def test_bench_reports_the_error_against_fp32(capsys):
     assert bench("mlp", backend="cpu", rounds=1, warmup=0, vs="none").extra == {}  # fp32: nothing to compare
     assert main(["bench", "mlp", "--backend", "cpu", "--rounds", "1", "--vs", "none", "--precision", "bf16"]) == 0
     assert "h2: bf16 against glow fp32" in capsys.readouterr().out
+
+
+def test_vdpbf16ps_code_is_made_for_a_bf16_cpu_on_any_host():
+    """The native path's code generation, checked where the host cannot run it: a bf16 GEMM and
+    a bf16 convolution made for a Zen 4 (AVX512-BF16), verified by LLVM and assembled."""
+    import llvmlite.binding as llvm
+    import llvmlite.ir as ir
+    from glow.backends.cpu.kernels.conv_emit import ConvGeometry, emit_conv
+    from glow.backends.cpu.kernels.gemm_emit import GemmShape, emit_gemm, kernel_factory
+
+    features = "+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512bf16,+avx2,+fma,+f16c"
+    with jit.for_target(llvm.get_process_triple(), "znver4", features, "avx512"):
+        assert jit.bf16_native()
+        module = ir.Module("bf16_check")
+        emit_gemm(kernel_factory(module, "gemm"), GemmShape(30, 64, 100, mr=6, nv=4, bf16=True))
+        emit_conv(kernel_factory(module, "conv"), ConvGeometry(1, 9, 9, 3, 7, 7, 64, 3, 3, mr=6, nv=4, bf16=True))
+        parsed = llvm.parse_assembly(str(module))
+        parsed.verify()
+        asm = jit.target_machine().emit_assembly(parsed)
+    assert asm.count("vdpbf16ps") >= 2

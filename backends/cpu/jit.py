@@ -254,7 +254,17 @@ def bf16() -> bool:
 def bf16_native() -> bool:
     """Whether the code may use AVX512-BF16's vdpbf16ps and vcvtneps2bf16; elsewhere bf16 kernels
     emulate them bit for bit with float32 FMAs (a product of two bfloat16 values is exact)."""
-    return isa() == "avx512" and "+avx512bf16" in host_features().split(",")
+    return isa() == "avx512" and has_feature("avx512bf16")
+
+
+def has_feature(name: str) -> bool:
+    """Whether the code may use LLVM feature `name` (e.g. "avx512bf16"): the last of "+name" or
+    "-name" in `host_features()` wins, so $GLOW_CPU_FEATURES="-avx512bf16" turns it off."""
+    on = False
+    for f in host_features().split(","):
+        if f[1:] == name:
+            on = f[0] == "+"
+    return on
 
 
 def masks_cheap() -> bool:
