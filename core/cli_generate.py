@@ -25,6 +25,8 @@ def add_parser(sub) -> None:
                    help="the KV cache's length (default: the model's configured max_length)")
     g.add_argument("--backend", "-b", default=None, help="backend name (default: best available)")
     g.add_argument("--threads", type=int, default=None, metavar="N", help="threads for the cpu backend")
+    g.add_argument("--precision", choices=["fp32", "bf16"], default=None,
+                   help="cpu: bf16 weights for the float32 matrix products (half the bytes per token), float32 sums")
     g.add_argument("--do-sample", action="store_true", help="sample instead of taking the most likely token")
     g.add_argument("--temperature", type=float, default=1.0, help="with --do-sample: divides the logits "
                    "(below 1: surer, above 1: more varied; default 1.0)")
@@ -73,7 +75,8 @@ def cmd_generate(args) -> int:
         raise InputError("--threads must be at least 1")
     tok = _tokenizer(args.model) if args.prompt is not None else None
     prompts = _ids(args.prompt_ids) if tok is None else [tok.encode(args.prompt).ids]
-    gen = Generator(args.model, backend=args.backend, threads=args.threads, max_length=args.max_length)
+    gen = Generator(args.model, backend=args.backend, threads=args.threads, max_length=args.max_length,
+                    precision=args.precision)
     gen.prepare(len(prompts), max(len(p) for p in prompts), args.max_new_tokens)  # compiled before the clock
     tokens = gen.generate(prompts, args.max_new_tokens, do_sample=args.do_sample, temperature=args.temperature,
                           top_k=args.top_k, top_p=args.top_p, seed=args.seed)

@@ -243,7 +243,8 @@ class Generator:
     """A decoder imported and compiled once; `generate` runs prompts through it token by token."""
 
     def __init__(self, model, *, backend: str | None = None, threads: int | None = None,
-                 max_length: int | None = None, strict: bool = False, options: dict | None = None):
+                 max_length: int | None = None, strict: bool = False, options: dict | None = None,
+                 precision: str | None = None):
         from .api import compile as compile_model
         from .onnx_import import load_onnx
 
@@ -263,7 +264,8 @@ class Generator:
         from .plugins import registry
 
         self.backend = registry().get(backend).name if backend else registry().default().name
-        self.exe = compile_model(self.graph, backend=self.backend, threads=threads, strict=strict, options=options)
+        self.exe = compile_model(self.graph, backend=self.backend, threads=threads, strict=strict, options=options,
+                                 precision=precision)
         self._cache: list | None = None  # the shared KV buffers, per layer (key, value)
         self._grown: list | None = None  # a Concat-grown cache's fixed-width buffers (_grow_buffers)
         self.stats: dict = {}
@@ -588,9 +590,9 @@ class Sampler:
 
 
 def generate(model, prompt_ids, max_new_tokens: int = 32, *, backend: str | None = None, threads: int | None = None,
-             max_length: int | None = None, **kw) -> np.ndarray:
+             max_length: int | None = None, precision: str | None = None, **kw) -> np.ndarray:
     """`Generator(model, ...).generate(prompt_ids, max_new_tokens, ...)` in one call."""
-    return Generator(model, backend=backend, threads=threads, max_length=max_length).generate(
+    return Generator(model, backend=backend, threads=threads, max_length=max_length, precision=precision).generate(
         prompt_ids, max_new_tokens, **kw)
 
 

@@ -71,6 +71,20 @@ def test_greedy_tokens_and_logits_equal_a_full_recompute(folders, kind, backend)
         assert np.max(np.abs(a - e)) <= 1e-4 * float(np.max(np.abs(e)))
 
 
+@pytest.mark.skipif(backend_unavailable("cpu") is not None, reason="cpu unavailable")
+def test_bf16_decoding_stays_near_fp32(folders):
+    """precision="bf16": the step's matrix products on bfloat16 weights, float32 sums; each step's
+    logits near fp32's (fed the same tokens: fp32's greedy ones)."""
+    want, logits = recompute(folders["genai"], PROMPTS[0], 6)
+    got = []
+    glow.generate(folders["genai"], [PROMPTS[0]], 6, backend="cpu", threads=1, precision="bf16",
+                  on_logits=lambda x: got.append(x[0]))
+    a, e = got[0], logits[0]  # the first step: the same prompt, so the same inputs
+    cos = float(a @ e / np.linalg.norm(a) / np.linalg.norm(e))
+    assert 0.999 < cos and not np.array_equal(a, e) and np.max(np.abs(a - e)) <= 0.05 * np.max(np.abs(e))
+    assert "--precision" in _glow("generate", "--help").stdout
+
+
 def test_no_compile_and_no_allocation_after_the_first_decoding_step(folders):
     gen = glow.Generator(folders["genai"], backend="cpu", threads=1, max_length=4096)  # a cache of 512 KiB a layer
     gen.prepare(1, 5)
