@@ -298,7 +298,11 @@ MORE = ["## More", "",
         "- [performance-dynamic.md](performance-dynamic.md): token-id models with fresh inputs every call, "
         "symbolic shapes, new-shape latency (`python benchmarks/dynamic.py`).",
         "- [compile-time.md](compile-time.md): cold compiles by phase and what was done about them "
-        "(`glow compile MODEL --profile`).", ""]
+        "(`glow compile MODEL --profile`).",
+        "- [performance-llm.md](performance-llm.md): LLM decoding, fp32 and int4, against onnxruntime-genai and "
+        "openvino-genai (`python benchmarks/decode.py`).",
+        "- [performance-bf16.md](performance-bf16.md): `precision=\"bf16\"` against OpenVINO's default precision "
+        "(`python benchmarks/precision.py`).", ""]
 
 NOTES = """## Where the time goes
 
