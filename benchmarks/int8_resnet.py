@@ -1,4 +1,4 @@
-"""A QDQ ResNet-50 from onnxruntime's quantizer: glow cpu int8 against onnxruntime int8 and glow fp32.
+"""A QDQ ResNet-50 from onnxruntime's quantizer: glow cpu int8 against onnxruntime int8, OpenVINO and glow fp32.
 
     python benchmarks/int8_resnet.py                          # 1 thread, host ISA
     GLOW_CPU_ISA=avx2 python benchmarks/int8_resnet.py --no-write     # glow as on an AVX2 host
@@ -10,8 +10,10 @@ quantized by onnxruntime.quantization.quantize_static in the QDQ format (per-cha
 uint8 activations, min-max calibration on 4 random 224 x 224 images). glow runs the int8 file
 (its DQ -> Conv -> Q islands become QLinearConv, on the cpu integer convolution) and the fp32
 file; onnxruntime runs both files. Each pair is interleaved in one process on a new random image
-every call (glow and onnxruntime alternate which runs first); the table shows the median of the
-rounds' medians. $GLOW_CPU_ISA makes glow lower and compile as on a host of that instruction-set
+every call (glow and onnxruntime alternate which runs first), then glow and OpenVINO (where the
+openvino package is installed; at its default precision, which runs a QDQ model's convolutions in
+int8 and, on AVX512-BF16 and AMX hosts, an fp32 model in bf16) the same way; the table shows the
+median of the rounds' medians. $GLOW_CPU_ISA makes glow lower and compile as on a host of that instruction-set
 level (both of glow's runs; onnxruntime keeps the host's). `--reduce-range` quantizes the weights
 to 7 bits (quantize_static's reduce_range, onnxruntime's advice for AVX2 without VNNI), which AVX2's
 `vpmaddubsw` multiplies exactly. `--preprocess` runs onnxruntime's quant_pre_process on the fp32
@@ -104,8 +106,35 @@ def measure(path, threads, rounds, calls, rng) -> dict:
     gm, om, (got, want) = interleaved(exe, sess, lambda: {name: rng.standard_normal(SHAPE).astype("float32")},
                                       rounds, calls)
     (got,), (want,) = got.values(), want
-    return {"glow_ms": gm * 1e3, "ort_ms": om * 1e3, "ratio": gm / om,
-            "max_abs_diff": float(np.abs(got.astype("float64") - want).max())}
+    row = {"glow_ms": gm * 1e3, "ort_ms": om * 1e3, "ratio": gm / om,
+           "max_abs_diff": float(np.abs(got.astype("float64") - want).max())}
+    ov = _openvino(path, threads)
+    if ov is not None:  # OpenVINO runs a QDQ model in int8 (its low-precision transformations)
+        gm, vm, _ = interleaved(exe, ov, lambda: {name: rng.standard_normal(SHAPE).astype("float32")}, rounds, calls)
+        row.update(ov_ms=vm * 1e3, ratio_ov=gm / vm, ratio_fastest=max(row["ratio"], gm / vm))
+    return row
+
+
+class _openvino:
+    """OpenVINO's CPU plugin behind onnxruntime's `run(None, feeds)`, at its default precision
+    (what a user gets: int8 kernels for a QDQ model), or None without the openvino package."""
+
+    def __new__(cls, path, threads):
+        try:
+            import openvino as ov
+        except ImportError:
+            return None
+        self = super().__new__(cls)
+        core = ov.Core()
+        self.compiled = core.compile_model(core.read_model(path), "CPU", {"INFERENCE_NUM_THREADS": threads,
+                                                                        "NUM_STREAMS": 1,
+                                                                        "PERFORMANCE_HINT": "LATENCY"})
+        self.request = self.compiled.create_infer_request()
+        return self
+
+    def run(self, _, feeds):
+        self.request.infer(feeds)
+        return [self.request.get_output_tensor(0).data.copy()]
 
 
 def main(argv=None) -> int:
@@ -138,9 +167,11 @@ def main(argv=None) -> int:
     print(f"CPU: {cpu}; glow ISA {isa}; weights {7 if args.reduce_range else 8}-bit; threads {args.threads}; "
           f"{'pre-processed (batch norms folded); ' if args.preprocess else ''}"
           f"a new image every call; medians of {args.rounds} rounds x {args.calls} calls")
-    print(f"{'ResNet-50':<10} {'glow ms':>8} {'ort ms':>8} {'ratio':>6} {'max |diff|':>11}")
+    print(f"{'ResNet-50':<10} {'glow ms':>8} {'ort ms':>8} {'ratio':>6} {'max |diff|':>11} {'OpenVINO ms':>12} "
+          f"{'ratio':>6}")
     for fmt, r in rows.items():
-        print(f"{fmt:<10} {r['glow_ms']:>8.2f} {r['ort_ms']:>8.2f} {r['ratio']:>6.2f} {r['max_abs_diff']:>11.3g}")
+        ov = f" {r['ov_ms']:>12.2f} {r['ratio_ov']:>6.2f}" if "ov_ms" in r else ""
+        print(f"{fmt:<10} {r['glow_ms']:>8.2f} {r['ort_ms']:>8.2f} {r['ratio']:>6.2f} {r['max_abs_diff']:>11.3g}{ov}")
     speedup = rows["fp32"]["glow_ms"] / rows["qdq int8"]["glow_ms"]
     print(f"glow fp32 ms / glow int8 ms = {speedup:.2f}")
     if not args.no_write:

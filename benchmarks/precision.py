@@ -8,7 +8,9 @@ Each round feeds every engine the same fresh random inputs, engines in turn (the
 each timed run right after an untimed one of the same engine on other inputs; medians over
 --rounds. Accuracy: cosine and top-1 agreement of glow
 bf16's first output (and OpenVINO default's) with glow fp32's on the same inputs. The nine light
-models' weights are all 0.02, so their cosines say little; the generated ones have random weights.
+models' weights are all 0.02, so their cosines say little; the generated ones and resnet50_random
+(the light ResNet-50 with random He-scaled weights, as benchmarks/int8_resnet.py makes it) have
+random weights. Inputs: standard normal.
 Top-1: of the rows of a [batch, classes] output, the share whose class is glow fp32's, for glow
 bf16 and for OpenVINO's default (n/a for other outputs). Results: benchmarks/results-precision.json
 (under the host's CPU and its ISA).
@@ -30,6 +32,9 @@ sys.path.insert(0, HERE)
 from host import cpu_model, write_results  # noqa: E402
 from run_all import MODELS  # noqa: E402
 
+#: The light ResNet-50 with random He-scaled weights (benchmarks/int8_resnet.py), beside the twelve.
+RANDOM_RESNET = "resnet50_random"
+
 
 def _cos(a, b) -> float:
     a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
@@ -43,8 +48,13 @@ def measure(spec: str, threads: int, rounds: int) -> dict:
     import openvino as ov
     from glow.bench import resolve_model
 
-    model, name = resolve_model(spec)
-    proto = onnx.load(model) if isinstance(model, str) else model
+    if spec == RANDOM_RESNET:  # real-looking weights: a classifier whose top-1 means something
+        from int8_resnet import random_resnet50
+
+        proto, name = random_resnet50(np.random.default_rng(0)), spec
+    else:
+        model, name = resolve_model(spec)
+        proto = onnx.load(model) if isinstance(model, str) else model
     engines = {"glow fp32": glow.compile(proto, "cpu", threads=threads),
                "glow bf16": glow.compile(proto, "cpu", threads=threads, precision="bf16")}
     core = ov.Core()
@@ -57,7 +67,8 @@ def measure(spec: str, threads: int, rounds: int) -> dict:
     rng = np.random.default_rng(0)
 
     def feeds():
-        return {i.name: rng.random([d.dim_value for d in i.type.tensor_type.shape.dim], np.float32) for i in inputs}
+        return {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim], np.float32)
+                for i in inputs}
 
     def runner(label):
         if label in engines:
@@ -101,7 +112,7 @@ def _top1(agree) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", nargs="*", default=MODELS)
+    ap.add_argument("--models", nargs="*", default=MODELS + [RANDOM_RESNET])
     ap.add_argument("--threads", nargs="*", type=int, default=[1, 2])
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--no-write", action="store_true")
@@ -125,10 +136,11 @@ def main() -> int:
                   f"{r['bf16_vs_fp32']:.2f} | {r['cos_bf16_fp32_min']:.6f} | {_top1(r['top1_agree'])} |",
                   flush=True)
     for t in args.threads:
-        sel = [r["bf16_vs_ov_default"] for r in rows if r["threads"] == t]
+        sel = [r["bf16_vs_ov_default"] for r in rows if r["threads"] == t and r["model"] != RANDOM_RESNET]
         if sel:
             geo = math.exp(statistics.fmean(map(math.log, sel)))
-            print(f"{t} thread(s): geomean glow bf16 / OpenVINO default {geo:.2f} over {len(sel)} models")
+            print(f"{t} thread(s): geomean glow bf16 / OpenVINO default {geo:.2f} over {len(sel)} models "
+                  f"(not {RANDOM_RESNET}, the light ResNet-50 again)")
     if not args.no_write:
         print("wrote", write_results("precision", {"host": host, "rows": rows}))
     return 0
