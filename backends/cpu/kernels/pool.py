@@ -20,6 +20,10 @@ from .conv import relayout, scratch
 from .gemm_emit import load_vec, masked_store, runtime_lane_mask, split_range
 
 PARALLEL_PIXELS = 4096  # output elements below which a pool runs on thread 0 alone
+#: Channel vectors a pool kernel computes together (independent chains of window taps): 3 x 3
+#: max pools of 64-192 channels on a Zen 5 core went from 0.87-1.12 ns an output element to
+#: 0.48-0.56 (one chain per vector waited on each NaN-propagating maximum in turn).
+CHAINS = 4
 
 
 def _clip(kb, lo, hi, bound_lo, bound_hi):
@@ -63,25 +67,38 @@ def emit_pool_nhwc(cg, kind: str, x_shape, out_shape, attrs, src, dst):
             else:
                 cnt = b.mul(b.sub(ye, ys), b.sub(xe, xs))
             scale = kb.splat(b.fdiv(kb.f32(1.0), b.sitofp(cnt, F32)))
-        with kb.loop(0, nvec, name="cv") as cv:
-            c0 = b.mul(cv, kb.i64(VEC))
-            mask = None if c % VEC == 0 else runtime_lane_mask(kb, b.sub(kb.i64(c), c0))
+        def vectors(cv, count: int):
+            """`count` channel vectors from the cv-th, each its own accumulator: a max's chain of
+            window taps is latency-bound (NaN-propagating maximum is three instructions), so
+            several chains side by side run several times faster than one."""
+            c0s = [b.mul(b.add(cv, kb.i64(j)), kb.i64(VEC)) for j in range(count)]
+            masks = [None if c % VEC == 0 else runtime_lane_mask(kb, b.sub(kb.i64(c), c0)) for c0 in c0s]
             init = -float("inf") if kind == "max" else 0.0
-            acc = kb.var(vec(), ir.Constant(vec(), [init] * VEC))
+            accs = [kb.var(vec(), ir.Constant(vec(), [init] * VEC)) for _ in range(count)]
             with kb.loop(ys, ye, name="y") as y:
                 row = b.mul(b.add(b.mul(ni, kb.i64(h)), y), kb.i64(w))
                 with kb.loop(xs, xe, name="x") as x:
-                    v = load_vec(kb, kb.ptr(src_, b.add(b.mul(b.add(row, x), kb.i64(c)), c0)), mask)
-                    cur = b.load(acc)
-                    b.store(_vmax(kb, cur, v) if kind == "max" else b.fadd(cur, v), acc)
-            r = b.load(acc)
-            if scale is not None:
-                r = b.fmul(r, scale)
-            dptr = kb.ptr(dst_, b.add(b.mul(p, kb.i64(c)), c0))
-            if mask is None:
-                b.store(r, dptr, align=4)
-            else:
-                masked_store(kb, r, dptr, mask)
+                    at = b.mul(b.add(row, x), kb.i64(c))
+                    for acc, c0, mask in zip(accs, c0s, masks):
+                        v = load_vec(kb, kb.ptr(src_, b.add(at, c0)), mask)
+                        cur = b.load(acc)
+                        b.store(_vmax(kb, cur, v) if kind == "max" else b.fadd(cur, v), acc)
+            for acc, c0, mask in zip(accs, c0s, masks):
+                r = b.load(acc)
+                if scale is not None:
+                    r = b.fmul(r, scale)
+                dptr = kb.ptr(dst_, b.add(b.mul(p, kb.i64(c)), c0))
+                if mask is None:
+                    b.store(r, dptr, align=4)
+                else:
+                    masked_store(kb, r, dptr, mask)
+
+        group = min(CHAINS, nvec)
+        whole = nvec // group * group
+        with kb.loop(0, whole, step=group, name="cv") as cv:
+            vectors(cv, group)
+        if whole < nvec:
+            vectors(kb.i64(whole), nvec - whole)
     kb.finish()
     _call(cg, kb.fn, [src, dst], n * ho * wo, n * ho * wo * c)
 
