@@ -15,10 +15,11 @@ Per config, thread count and prompt length: fresh random prompt ids every round,
 engine of the round, engines in turns; greedy, exactly --new-tokens tokens. TTFT is the time to the
 first new token (prefill included), the decode rate the tokens after it over their time; medians
 over --rounds, after one untimed run of each engine, each run after a quarter-second pause (the
-previous engine's spinning threads would otherwise slow the next one's first token). openvino-genai runs with prefix caching off
-(a repeated prompt would otherwise skip its prefill), at its f32 hint and at its default precision
-(bf16 on AVX512-BF16/AMX hosts), each in a worker process of its own (its default precision has
-crashed with SIGFPE at one thread: such a cell is reported as crashed). glow compiles its prefill
+previous engine's spinning threads would otherwise slow the next one's first token). openvino-genai
+runs with prefix caching off (a repeated prompt would otherwise skip its prefill), at its f32 hint
+and at its default precision (bf16 on AVX512-BF16/AMX hosts), each in a worker process of its own
+(its default precision has crashed with SIGFPE at one thread: such a cell is reported as crashed).
+"glow bf16" (--engines) is glow at precision="bf16", beside OpenVINO's default. glow compiles its prefill
 bucket and decoding step before the clock (`Generator.prepare`; onnxruntime-genai's session and
 openvino-genai's pipeline are made before too). Also: the host's memory bandwidth (one core, all
 cores), glow's fraction of it (bytes of weights and KV cache read per token x tokens/s), and parity
@@ -111,10 +112,10 @@ for line in sys.stdin:
 class Glow:
     name = "glow"
 
-    def __init__(self, folder, threads, prompt_lengths, new_tokens):
+    def __init__(self, folder, threads, prompt_lengths, new_tokens, precision=None):
         import glow
 
-        self.gen = glow.Generator(folder, backend="cpu", threads=threads)
+        self.gen = glow.Generator(folder, backend="cpu", threads=threads, precision=precision)
         for n in prompt_lengths:
             self.gen.prepare(1, n, new_tokens)
 
@@ -261,7 +262,9 @@ def main(argv=None):
     ap.add_argument("--prompts", default="64,512")
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--engines", default="glow,onnxruntime-genai,openvino-genai f32,openvino-genai default")
+    ap.add_argument("--engines", default="glow,onnxruntime-genai,openvino-genai f32,openvino-genai default",
+                    help="comma-separated: glow, glow bf16 (precision=\"bf16\"), onnxruntime-genai, "
+                    "openvino-genai f32, openvino-genai default")
     ap.add_argument("--precisions", default="fp32,int4", help="fp32: the builder's -p fp32 folder and "
                     "OpenVINO's fp32 IR; int4: the builder's -p int4 folder and NNCF's int4 IR")
     ap.add_argument("--no-write", action="store_true")
@@ -296,8 +299,8 @@ def main(argv=None):
             live = {}
             for e in engines:
                 try:
-                    if e == "glow":
-                        live[e] = Glow(genai, t, prompts, a.new_tokens)
+                    if e in ("glow", "glow bf16"):  # glow bf16: precision="bf16" (bfloat16 weights)
+                        live[e] = Glow(genai, t, prompts, a.new_tokens, e.split()[-1] if e != "glow" else None)
                     elif e == "onnxruntime-genai":
                         live[e] = OrtGenai(genai, t, prompts, a.new_tokens)
                     elif e.startswith("openvino-genai"):
