@@ -111,8 +111,9 @@ def _model_bytes(model) -> bytes:
     return model.SerializeToString() if hasattr(model, "SerializeToString") else open(model, "rb").read()
 
 
-def _onnxruntime(model, threads: int):
-    """A runner `feeds -> [outputs in graph order]` on onnxruntime's CPU provider."""
+def _onnxruntime(model, threads: int, reduced: bool = False):
+    """A runner `feeds -> [outputs in graph order]` on onnxruntime's CPU provider (float32 whatever
+    `reduced` says: it has no reduced precision of its own on CPUs)."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -190,7 +191,7 @@ def bench(spec: str, backend: str | None = None, threads: int = 1, rounds: int =
     reduced = precision not in (None, "fp32")
     exact = api.compile(graph, backend=backend, native=native, threads=threads) if reduced else None
     accuracy: dict = {}
-    peers = [_MAKERS[n](model, threads, reduced) if n == "openvino" else _MAKERS[n](model, threads) for n in names]
+    peers = [_MAKERS[n](model, threads, reduced) for n in names]
     out = exe.run(feeds)  # untimed: a first run may compile (specialising executables)
     diff = _max_diff(graph, out, peers[0](feeds)) if peers else None
     for _ in range(warmup):  # warm-up and settling runs use the seed-0 inputs; timed runs never do

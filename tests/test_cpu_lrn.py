@@ -1,14 +1,13 @@
 """LRN on cpu: a native kernel on NHWC data (LRNNHWC, between convolutions) and on NCHW data
 (through scratch buffers), against the reference, on every instruction-set level the host runs."""
 
+import glow
 import numpy as np
 import pytest
+from glow.backends.cpu import jit
 from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
-
-import glow
-from glow.backends.cpu import jit
 
 LEVELS = [lv for lv in jit.ISAS if jit.ISAS.index(lv) >= jit.ISAS.index(jit.host_isa())]
 
@@ -30,6 +29,7 @@ def test_lrn_matches_the_reference(level, optimize, c, size, beta):
     x = np.random.default_rng(size).standard_normal((2, 3, 9, 9)).astype(np.float32) * 3
     want = glow.compile(m, "reference").run({"x": x})["y"]
     exe = glow.compile(m, "cpu", optimize=optimize, options={"isa": level})
-    np.testing.assert_allclose(exe.run({"x": x})["y"], want, rtol=1e-5, atol=1e-5)  # the Conv before it sums in its own order
+    # the Conv before it sums in its own order
+    np.testing.assert_allclose(exe.run({"x": x})["y"], want, rtol=1e-5, atol=1e-5)
     ops = {i.opname for i in exe.program.fn.instrs}
     assert ("LRNNHWC" if optimize else "LRN") in ops, ops  # a kernel, not the lowering's Pad and Slices

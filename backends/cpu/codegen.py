@@ -364,9 +364,10 @@ class Codegen:
             gv = self._staging = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 64), "glow.staging")
             gv.linkage = "internal"
             gv.align = 64
+            gv.initializer = ir.Constant(gv.value_type, None)
         if nbytes > gv.value_type.count:  # uses see an untyped pointer: only the definition grows
             gv.value_type = ir.ArrayType(ir.IntType(8), int(nbytes))
-        gv.initializer = ir.Constant(gv.value_type, None)
+            gv.initializer = ir.Constant(gv.value_type, None)
         return gv
 
     def shared(self, key, make: Callable):

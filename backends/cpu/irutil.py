@@ -45,7 +45,6 @@ def _no_unroll(module: ir.Module) -> _LoopID:
     return md
 
 
-
 class BFloatType(ir.types._BaseFloatType):
     """LLVM's `bfloat`, which llvmlite's IR builder lacks (the bf16 GEMM's vdpbf16ps takes it)."""
 
@@ -58,6 +57,7 @@ class BFloatType(ir.types._BaseFloatType):
 
 BFloatType._create_instance()
 BF16 = BFloatType()
+
 
 class KernelBuilder:
     """Builds one function: `kb = KernelBuilder(module, "name", [PTR, PTR, I64])`."""

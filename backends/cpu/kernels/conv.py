@@ -79,8 +79,11 @@ def run_conv(cg, instr, g: ConvGeometry, x_ptr, out_ptr, plan):
         stage = cg.staging(pixels * g.units[0] * 4)
         rnd = cg.shared(("conv-bf16-input", g.cin, g.groups),
                         lambda: emit_bf16_input(lambda types: cg.function("RoundInput", types), g))
-        split = [cg.tid, cg.nth] if pixels * g.cin >= PARALLEL_FLOPS // 64 else [cg.entry.i64(0), cg.entry.i64(1)]
-        cg.call(rnd, [x_ptr, stage, cg.entry.i64(pixels), *split], single=split[0] is not cg.tid)
+        args = [x_ptr, stage, cg.entry.i64(pixels)]
+        if pixels * g.cin < PARALLEL_FLOPS // 64:  # as few elements as a small convolution's FLOPs
+            cg.call(rnd, args + [cg.entry.i64(0), cg.entry.i64(1)], single=True)
+        else:
+            cg.call(rnd, args + [cg.tid, cg.nth])
         x_ptr = stage
     args = [x_ptr, wp, out_ptr, bp, *kplan.args(cg)]
     if g.flops < PARALLEL_FLOPS:

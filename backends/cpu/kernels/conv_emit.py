@@ -22,18 +22,16 @@ from dataclasses import dataclass
 import llvmlite.ir as ir
 import numpy as np
 
-from ..irutil import I16, I32, I64, PTR, VEC, vec
+from ..irutil import I32, I64, PTR, VEC, vec
 from .gemm_emit import (
     MR,
     NV,
     Epilogue,
     emit_tile,
-    masked_load,
     masked_store,
     pack_b,
     pack_b_bf16,
-    round_to_bf16,
-    runtime_lane_mask,
+    round_run,
     split_range,
 )
 
@@ -376,22 +374,8 @@ def emit_bf16_input(make_kb, g: ConvGeometry) -> ir.Function:
     lo, hi = split_range(kb, pixels, tid, nth)
     with kb.loop(lo, hi, name="pixel") as p:
         with kb.loop(0, g.groups, name="group") as grp:
-            _round_group(kb, x, out, b.add(b.mul(p, kb.i64(g.cin)), b.mul(grp, kb.i64(g.cin_g))),
-                         b.add(b.mul(p, kb.i64(g.groups * width)), b.mul(grp, kb.i64(width))), g.cin_g, width)
+            round_run(kb, x, b.add(b.mul(p, kb.i64(g.cin)), b.mul(grp, kb.i64(g.cin_g))), out,
+                      b.add(b.mul(p, kb.i64(g.groups * width)), b.mul(grp, kb.i64(width))), kb.i64(g.cin_g),
+                      kb.i64(width))
     return kb.finish()
 
-
-def _round_group(kb, x, out, src, dst, count: int, width: int):
-    """out[dst + j] = bfloat16(x[src + j]) for j < count, zero up to `width`, 16 at a time."""
-    b = kb.b
-    for j in range(0, width, VEC):
-        mask = None if j + VEC <= count else runtime_lane_mask(kb, kb.i64(count - j))
-        at = kb.ptr(x, b.add(src, kb.i64(j)))
-        h = round_to_bf16(kb, b.load(at, typ=vec(), align=4) if mask is None else masked_load(kb, at, mask))
-        dest = kb.ptr(out, b.add(dst, kb.i64(j)), I16)
-        if j + VEC <= width:
-            b.store(h, dest, align=2)
-        else:
-            store = kb.intrinsic(f"llvm.masked.store.v{VEC}i16.p0", ir.VoidType(), [h.type, PTR, I32,
-                                                                                   ir.VectorType(ir.IntType(1), VEC)])
-            b.call(store, [h, dest, ir.Constant(I32, 2), runtime_lane_mask(kb, kb.i64(width - j))])

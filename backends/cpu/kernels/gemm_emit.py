@@ -381,8 +381,7 @@ def emit_gemm(make_kb, s: GemmShape, epilogue=None, extra_args: int = 0) -> ir.F
     lo, hi = split_range(kb, g["items"], tid, nth)
     tile16 = None
     if s.bf16:
-        tile16 = Bf16Tile(lambda emit: emit(kb.i64(0), kb.i64(0), g["K"]), bf16_buffer(kb), g["K"],
-                          prefetch=s.packed and mr == 1)
+        tile16 = Bf16Tile(bf16_buffer(kb), g["K"], prefetch=s.packed and mr == 1)
 
     with kb.loop(lo, hi, name="item") as item:
         bi = b.sdiv(item, g["per_batch"])
@@ -458,10 +457,10 @@ def _batch_offsets(kb, bi, dims):
 # per tile, not once per GEMM, costs about 1 / (8 nv) of the tile's arithmetic and needs no buffer
 # planned in memory; repeated per column panel, it is still cheap next to the products.
 
-#: Bytes of the stack buffer a bf16 kernel rounds a tile's A rows into: a GEMM or convolution whose
-#: tile (mr rows x K, K even) needs more stays float32. 224 KiB: a 14-row tile of K 8192.
+#: Bytes of the stack buffer a bf16 GEMM rounds a tile's A rows into: a GEMM whose tile (mr rows x
+#: K, K even) needs more stays float32. 224 KiB: a 14-row tile of K 8192. (A convolution rounds
+#: its whole input once instead: conv_emit.emit_bf16_input.)
 BF16_TILE_BYTES = 224 * 1024
-
 
 
 def bf16_fits(rows: int, k: int) -> bool:
@@ -508,12 +507,10 @@ def pack_b_bf16(b: np.ndarray, nr: int = NR, transposed: bool = False, out: np.n
 
 @dataclass
 class Bf16Tile:
-    """How a bf16 tile reads its A rows: `runs(emit)` calls emit(a_off, k0, count) for each run of
-    `count` consecutive k (from k0) whose A data is contiguous at each row's offset + a_off;
-    `buffer` is `bf16_buffer(kb)`; `k` the depth (an i64 value). `prefetch`: B is streamed once
-    (a matrix-vector product): ask for it ahead."""
+    """A bf16 GEMM tile's A rows, each `k` (an i64 value) contiguous floats from its row offset,
+    rounded into `buffer` (`bf16_buffer(kb)`). `prefetch`: B is streamed once (a matrix-vector
+    product): ask for it ahead."""
 
-    runs: object
     buffer: object
     k: object
     prefetch: bool = False
@@ -531,26 +528,17 @@ def bf16_buffer(kb: KernelBuilder):
 
 def _bf16_accumulate(kb: KernelBuilder, mr: int, a_ptr, row_offsets, b_ptr, b_base, t: Bf16Tile, accs, k_stride):
     b = kb.b
-    kp = b.and_(b.add(t.k, kb.i64(1)), kb.i64(-2))  # K rounded up to even
+    kp = b.and_(b.add(t.k, kb.i64(1)), kb.i64(-2))  # K rounded up to even: an odd K's last pair ends in 0
     pairs = b.lshr(kp, kb.i64(1))
     for r in range(mr):
-        row = b.mul(kb.i64(r), kp)
-        kb.store(ir.Constant(I16, 0), t.buffer, b.sub(b.add(row, kp), kb.i64(1)), I16, align=2)  # odd K's pad
-        t.runs(lambda a_off, k0, count, r=r, row=row: _round_run(
-            kb, a_ptr, b.add(row_offsets[r], a_off), t.buffer, b.add(row, k0), count))
-    live = len(accs[0])
-    pair_vec = ir.VectorType(I32, VEC)
+        round_run(kb, a_ptr, row_offsets[r], t.buffer, b.mul(kb.i64(r), kp), t.k, kp)
+    rows = [b.mul(kb.i64(r), pairs) for r in range(mr)]  # in 32-bit pairs
     with kb.loop(0, pairs, name="kk") as kk:
         base = b.add(b_base, b.mul(kk, kb.i64(k_stride)))
         if t.prefetch:
-            for j in range(live):
+            for j in range(len(accs[0])):
                 prefetch(kb, kb.ptr(b_ptr, b.add(base, kb.i64(prefetch_distance() // 4 + j * VEC))))
-        bvs = [b.load(kb.ptr(b_ptr, b.add(base, kb.i64(v * VEC))), typ=pair_vec, align=4) for v in range(live)]
-        for r in range(mr):
-            a = kb.splat(b.load(kb.ptr(t.buffer, b.add(b.mul(kb.i64(r), pairs), kk), I32), typ=I32, align=4))
-            for v in range(live):
-                slot = accs[r][v]
-                b.store(_dot_pairs(kb, b.load(slot), a, bvs[v]), slot)
+        _pairs_step(kb, mr, t.buffer, rows, kk, b_ptr, base, accs)
 
 
 def _pairs_step(kb: KernelBuilder, mr: int, a_ptr, row_offsets, a_off, b_ptr, base, accs):
@@ -584,21 +572,21 @@ def _dot_pairs(kb: KernelBuilder, acc, a, bv):
     return kb.fma(al, bl, kb.fma(ah, bh, acc))
 
 
-def _round_run(kb: KernelBuilder, a_ptr, a_start, buf, k_start, count):
-    """buf[k_start + j] = bfloat16(a[a_start + j]) for j < count (an i64 value), 16 at a time."""
+def round_run(kb: KernelBuilder, src, src_start, dst, dst_start, count, width):
+    """dst[dst_start + j] = bfloat16(src[src_start + j]) for j < count, and 0 for count <= j <
+    width (count and width are i64 values; width is count or count + 1: an odd run padded to
+    whole pairs), 16 at a time, the last 16 masked."""
     b = kb.b
     whole = b.and_(count, kb.i64(-VEC))
     with kb.loop(0, whole, step=VEC, name="cv") as j:
-        x = b.load(kb.ptr(a_ptr, b.add(a_start, j)), typ=vec(), align=4)
-        b.store(round_to_bf16(kb, x), kb.ptr(buf, b.add(k_start, j), I16), align=2)
-    rest = b.sub(count, whole)
-    with b.if_then(b.icmp_signed(">", rest, kb.i64(0))):
-        mask = runtime_lane_mask(kb, rest)
-        x = masked_load(kb, kb.ptr(a_ptr, b.add(a_start, whole)), mask)
-        h = round_to_bf16(kb, x)
-        t = h.type
-        f = kb.intrinsic(f"llvm.masked.store.v{VEC}i16.p0", ir.VoidType(), [t, PTR, I32, mask.type])
-        b.call(f, [h, kb.ptr(buf, b.add(k_start, whole), I16), ir.Constant(I32, 2), mask])
+        x = b.load(kb.ptr(src, b.add(src_start, j)), typ=vec(), align=4)
+        b.store(round_to_bf16(kb, x), kb.ptr(dst, b.add(dst_start, j), I16), align=2)
+    with b.if_then(b.icmp_signed(">", width, whole)):
+        x = masked_load(kb, kb.ptr(src, b.add(src_start, whole)), runtime_lane_mask(kb, b.sub(count, whole)))
+        h = round_to_bf16(kb, x)  # lanes past count load 0.0, which rounds to 0
+        mask = runtime_lane_mask(kb, b.sub(width, whole))
+        f = kb.intrinsic(f"llvm.masked.store.v{VEC}i16.p0", ir.VoidType(), [h.type, PTR, I32, mask.type])
+        b.call(f, [h, kb.ptr(dst, b.add(dst_start, whole), I16), ir.Constant(I32, 2), mask])
 
 
 def round_to_bf16(kb: KernelBuilder, x):
