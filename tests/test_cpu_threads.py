@@ -2,6 +2,7 @@
 thread pools (pool.py), and whole models that must give the same numbers on one and two threads,
 also when the second thread never gets to run."""
 
+import os
 import threading
 import time
 
@@ -12,7 +13,7 @@ import pytest
 
 pytest.importorskip("llvmlite")
 
-from glow.backends.cpu.pool import ThreadChoice, ThreadPool, get_pool  # noqa: E402
+from glow.backends.cpu.pool import Placement, ThreadChoice, ThreadPool, get_pool  # noqa: E402
 from glow.backends.cpu.runtime import _address  # noqa: E402
 from glow.backends.cpu.sync import Phases  # noqa: E402
 
@@ -94,6 +95,54 @@ def test_share_does_not_wait_for_workers_but_the_next_call_does():
     gate.set()
     nxt.join(5)
     assert order == ["returned", "before"]
+
+
+def _placement(cpus, workers=(11, 12), refuse=False):
+    """A Placement over `cpus` whose caller's CPU is set by the test and whose affinity calls are recorded."""
+    pl = Placement(list(workers))
+    pl.cpus, pl.active = frozenset(cpus), len(cpus) > len(workers)
+    pl.where, pl.calls = 0, []
+    pl._getcpu = lambda: pl.where
+
+    def setaffinity(tid, mask):
+        if refuse:
+            raise OSError(22, "Invalid argument")
+        pl.calls.append((tid, set(mask)))
+    return pl, setaffinity
+
+
+def test_workers_are_kept_off_the_callers_cpu_and_follow_it(monkeypatch):
+    pl, setaffinity = _placement({0, 1, 2, 3})
+    monkeypatch.setattr("glow.backends.cpu.pool.os.sched_setaffinity", setaffinity)
+    pl.follow()
+    assert pl.calls == [(11, {1, 2, 3}), (12, {1, 2, 3})]
+    pl.follow()  # the caller has not moved: no system call
+    assert len(pl.calls) == 2
+    pl.where = 2
+    pl.follow()
+    assert pl.calls[2:] == [(11, {0, 1, 3}), (12, {0, 1, 3})]
+
+
+def test_placement_stands_aside_where_it_cannot_help(monkeypatch):
+    pl, setaffinity = _placement({0, 1})  # two workers, two CPUs: each needs one of its own
+    monkeypatch.setattr("glow.backends.cpu.pool.os.sched_setaffinity", setaffinity)
+    pl.follow()
+    assert not pl.active and pl.calls == []
+    pl, setaffinity = _placement({0, 1, 2}, refuse=True)  # the system refuses (a cpuset changed): stop asking
+    monkeypatch.setattr("glow.backends.cpu.pool.os.sched_setaffinity", setaffinity)
+    pl.follow()
+    pl.where = 1
+    pl.follow()
+    assert not pl.active
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_a_shared_call_leaves_the_worker_off_the_callers_cpu():
+    pool = ThreadPool(2)
+    pool.share(lambda ctx, tid, n: None, None)
+    (worker,) = pool._placement.workers
+    assert pool._placement.caller_cpu in os.sched_getaffinity(0)
+    assert os.sched_getaffinity(worker) == os.sched_getaffinity(0) - {pool._placement.caller_cpu}
 
 
 def test_pools_are_per_device():
