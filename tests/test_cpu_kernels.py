@@ -114,6 +114,22 @@ def test_matmuls_of_other_sizes_share_one_kernel():
     assert len(kernels) == 2, kernels  # packed B, and run-time B
     agree(g, {"x": rand(20, 32), "y": rand(3, 33, 32), "q": rand(2, 3, 17, 16), "k": rand(2, 1, 16, 24)})
 
+def test_a_weight_product_of_several_rows_asks_for_its_next_panel_in_l2():
+    """A GEMM over packed weights asks for the next column panel (into L2: llvm.prefetch locality
+    2) while its first row tiles compute; a product over a run-time B does not (nothing to stream
+    ahead of), and the numbers are the same either way."""
+    w = rand(32, 200) * 0.2
+
+    def fn(b, x, q, k):
+        return [b.add1("MatMul", [x, b.constant(w)]), b.add1("MatMul", [q, k])]
+
+    g = build(fn, ("x", (20, 32)), ("q", (2, 17, 16)), ("k", (2, 16, 24)))
+    text = glow.compile(g, "cpu").program.module_text
+    bodies = [f for f in text.split("\ndefine") if f.split("\n", 1)[0].count("MatMul")]
+    l2 = [f for f in bodies if "prefetch.p0\"(ptr" in f and ", i32 0, i32 2, i32 1)" in f]
+    assert len(bodies) == 2 and len(l2) == 1, [f.split("\n", 1)[0] for f in bodies]
+    agree(g, {"x": rand(20, 32), "q": rand(2, 17, 16), "k": rand(2, 16, 24)})
+
 # -- convolutions -----------------------------------------------------------------------------------
 
 CONVS = [  # (cin, hw, cout, k, stride, pads, dilation, group)
