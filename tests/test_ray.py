@@ -39,6 +39,19 @@ def _images(n, seed=0):
     return [{"gpu_0/data_0": rng.standard_normal(x0.shape).astype(np.float32)} for _ in range(n)]
 
 
+def _while_it_holds_a_request(server, answered: int):
+    """Returns once `server` has answered `answered` requests and holds one sent under 5 ms ago
+    (tens of ms from done): killed now, it dies holding it. Killed as soon as it had answered,
+    it was once idle between two requests, and none failed."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        sent = server.sent_at
+        if server.requests >= answered and sent is not None and time.monotonic() - sent < 0.005:
+            return
+        time.sleep(0.0005)
+    raise AssertionError(f"the device answered {server.requests} requests in {TIMEOUT_S} s")
+
+
 def _slow_model(n=1024, depth=6, rows=64):
     """A chain of n x n MatMuls on rows x n (defaults: about 10 ms on one core; rows=512: tens of
     ms, a request long enough to be killed mid-run)."""
@@ -260,9 +273,7 @@ def test_actor_killed_mid_run(cluster):
         server = exe.executables[0].server
         _close(exe.run(feeds[0]), want[0])
         futures = [exe.submit(f) for f in feeds * 3]
-        deadline = time.monotonic() + TIMEOUT_S
-        while server.requests < 3 and time.monotonic() < deadline:
-            time.sleep(0.005)
+        _while_it_holds_a_request(server, answered=3)
         server.kill()  # Ray restarts it; its constructor runs again and it compiles on the next call
         outcomes = []
         for i, f in enumerate(futures):
@@ -312,9 +323,7 @@ def test_replica_that_fails_is_passed_over(cluster):
     try:
         victim = exe.replicas[0].executables[0].server
         futures = [exe.submit(f) for f in feeds * 3]
-        deadline = time.monotonic() + TIMEOUT_S
-        while victim.requests < 1 and time.monotonic() < deadline:
-            time.sleep(0.005)
+        _while_it_holds_a_request(victim, answered=1)
         victim.kill()
         failed = []
         for i, f in enumerate(futures):

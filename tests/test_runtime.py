@@ -227,7 +227,7 @@ def test_independent_partitions_run_concurrently():
     out = exe.run({"x": np.arange(4, dtype=np.float32) - 2})
     elapsed = time.perf_counter() - t0
     np.testing.assert_array_equal(out["y"], np.maximum(np.arange(4) - 2, 0) - (np.arange(4) - 2))
-    assert be.peak == 2 and elapsed < 0.28, elapsed
+    assert be.peak == 2 and elapsed < 0.3, elapsed  # one after the other takes 0.3 s at least
     exe.close()
 
 

@@ -180,7 +180,8 @@ class Server:
         self._started = self.actor.echo.remote(None)  # answered as soon as the actor exists
         self._ready = self.actor.ready.remote(self._box)
         self.info: dict = {}
-        self.requests = 0
+        self.requests = 0  # answered
+        self.sent_at: float | None = None  # when the request it holds now was sent (None: it holds none)
         self.busy_s = 0.0
         self._down_since: float | None = None  # when a request first found the actor dead
 
@@ -224,7 +225,7 @@ class Server:
                 if why:
                     raise RemoteDeviceError(f"ray device '{self.label}': its actor is gone and cannot "
                                             f"come back: {why}")
-            sent = time.monotonic()
+            sent = self.sent_at = time.monotonic()
             refs = self.actor.run.options(num_returns=len(outs) + 1).remote(self._box, index, names, outs, *args)
             try:
                 seconds = self.wait(refs[-1], max(deadline - time.monotonic(), 1e-3), "running a request")
@@ -242,6 +243,8 @@ class Server:
                              "times) and later requests are served again")
                     raise RemoteDeviceError(f"ray device '{self.label}': {what} ({e}){after}") from None
                 time.sleep(RETRY_S)
+            finally:
+                self.sent_at = None
         self.requests += 1
         self.busy_s += seconds
         return refs[:-1]
