@@ -139,10 +139,11 @@ class CpuBackend(Backend):
 
     def transform_graph(self, graph: Graph) -> Graph:
         try:
-            from . import layout
+            from . import gated, layout
         except ImportError:
             return graph
         transform = getattr(layout, "transform_graph", None)
+        graph = gated.transform_graph(graph)
         return graph if transform is None else transform(graph)
 
     # -- compiling -------------------------------------------------------------------------------

@@ -312,7 +312,7 @@ class Codegen:
         return self.b.gep(self.weights_base, [self.value(off)], source_etype=I8, inbounds=True)
 
     def weight_out(self, shape, dtype, fill: Callable[[np.ndarray], object], align: int = WEIGHT_ALIGN,
-                   source: np.ndarray | None = None, how: tuple = ()):
+                   source: np.ndarray | None = None, how: tuple = (), partners: tuple = ()):
         """Place a compile-time array of this shape that `fill(array)` writes in place (the array
         zeroed, a window onto the weights blob: a packer writes straight into it, no copy
         between); its pointer in the entry. The window is filled before anything else is placed:
@@ -320,10 +320,12 @@ class Codegen:
 
         With `source` (the constant it is made from) and `how` (hashable: how it is made from
         it, every parameter of the packing), a large one is made once per process and shared by
-        every program that makes it alike (shared_weights.py)."""
+        every program that makes it alike (shared_weights.py); `partners`: other constants it is
+        made from (a gated product's second matrix)."""
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        if source is not None and align <= WEIGHT_ALIGN and self._shares(nbytes) and shared_weights.immutable(source):
-            return self._shared_ptr(shared_weights.get(source, how, shape, dtype, fill), 0)
+        if (source is not None and align <= WEIGHT_ALIGN and self._shares(nbytes)
+                and all(shared_weights.immutable(a) for a in (source, *partners))):
+            return self._shared_ptr(shared_weights.get(source, how, shape, dtype, fill, partners), 0)
         off = self._weights.reserve(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, align)
         fill(self._weights.window(off, shape, dtype))
         return self.b.gep(self.weights_base, [self.value(off)], source_etype=I8, inbounds=True)

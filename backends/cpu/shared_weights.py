@@ -43,12 +43,12 @@ SHARE_BYTES = 1 << 20
 
 class Shared:
     """One shared array: `array` (aligned, read by the generated code) and the `source` it was
-    made from (kept alive: its address is the key)."""
+    made from, with any `partners` read with it (kept alive: their addresses are the key)."""
 
-    __slots__ = ("array", "source", "__weakref__")
+    __slots__ = ("array", "source", "partners", "__weakref__")
 
-    def __init__(self, array: np.ndarray, source: np.ndarray):
-        self.array, self.source = array, source
+    def __init__(self, array: np.ndarray, source: np.ndarray, partners: tuple = ()):
+        self.array, self.source, self.partners = array, source, partners
 
     @property
     def address(self) -> int:
@@ -93,10 +93,12 @@ def file_backed(a: np.ndarray) -> bool:
     return _read_only_map(a.obj if isinstance(a, memoryview) else a)
 
 
-def get(source: np.ndarray, how: tuple, shape, dtype, fill: Callable[[np.ndarray], object]) -> Shared:
+def get(source: np.ndarray, how: tuple, shape, dtype, fill: Callable[[np.ndarray], object],
+        partners: tuple = ()) -> Shared:
     """The shared array made from `source` by `how` (a hashable description of the making): found,
-    or made now, zeroed then written by `fill(array)`, of this shape and element type."""
-    key = _key(source, how)
+    or made now, zeroed then written by `fill(array)`, of this shape and element type. `partners`:
+    other (immutable) arrays the making reads (a gated product's second matrix)."""
+    key = (_key(source, how), *(_key(p, ()) for p in partners))
     with _LOCK:  # one maker per key: two compiles at once (a background one) share the result
         found = _STORE.get(key)
         if found is None:
@@ -105,9 +107,10 @@ def get(source: np.ndarray, how: tuple, shape, dtype, fill: Callable[[np.ndarray
             fill(array)
             array.flags.writeable = False
             collapse_later(array)
-            if file_backed(source):  # packed: the source's pages are not read again
-                drop_pages(source)
-            found = _STORE[key] = Shared(array, source)
+            for a in (source, *partners):
+                if file_backed(a):  # packed: the source's pages are not read again
+                    drop_pages(a)
+            found = _STORE[key] = Shared(array, source, tuple(partners))
         return found
 
 

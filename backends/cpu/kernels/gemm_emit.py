@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import jit
 from ..irutil import BF16, F32, I1, I16, I32, I64, PTR, VEC, KernelBuilder, vec
+from . import vmath
 
 MR = 14
 NV = 2
@@ -95,6 +96,21 @@ def pack_b(b: np.ndarray, nr: int = NR, transposed: bool = False, out: np.ndarra
         if rem:
             out[full, :, :rem] = b[:, full * nr:]
     return out
+
+
+def interleave_gated(gate: np.ndarray, partner: np.ndarray, nr: int) -> np.ndarray:
+    """Two [K, N] matrices as one [K, P nr] for a gated product (GemmShape.gated): panel p's first
+    nr/2 columns are the gate's columns [p nr/2, (p + 1) nr/2), its last nr/2 the partner's same
+    columns, zeros past N. A tile then holds a gate value and its partner in one register tile."""
+    k, n = gate.shape
+    h = nr // 2
+    p = -(-n // h)
+    out = np.zeros((k, p, 2, h), np.float32)
+    for j, m in enumerate((gate, partner)):
+        cols = np.zeros((k, p * h), np.float32)
+        cols[:, :n] = m
+        out[:, :, j, :] = cols.reshape(k, p, h)
+    return out.reshape(k, p * nr)
 
 
 def packed_shape(k: int, n: int, nr: int = NR) -> tuple[int, int, int]:
@@ -190,7 +206,7 @@ def runtime_lane_mask(kb: KernelBuilder, count):
 def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_base, k_segments,
               c_ptr, c_offsets: list, col0, epilogue: Epilogue, *, n_valid=None, rows_valid=None,
               k_stride: int = NR, b_masked: bool = False, nv: int = NV, bf16: Bf16Tile | None = None,
-              pairs: bool = False):
+              pairs: bool = False, gated: str | None = None):
     """One mr x (16 nv) tile of C.
 
     row_offsets[r]: i64 element offset of row r's A data; c_offsets[r]: of row r's C data.
@@ -204,17 +220,14 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
     One code path serves every tile, so a kernel compiles once, not once per edge case.
     bf16 (a `Bf16Tile`): B is bfloat16 pairs (`pack_b_bf16`) and A is rounded to bfloat16 first;
     k_segments is not used. `pairs`: A and B are bfloat16 pairs already (a convolution's rounded
-    input): k_segments' offsets and k count 32-bit pairs.
+    input): k_segments' offsets and k count 32-bit pairs. `gated` ("silu"): the panel's first nv/2
+    vectors are a gate's columns and the rest their partners' (`pack_gated`); C gets
+    silu(gate) * partner, nv/2 vectors a row, and n_valid counts those columns.
     """
     b = kb.b
-    if n_valid is None:
-        live, masks = nv, [None] * nv
-    elif isinstance(n_valid, int):
-        live = min(nv, -(-n_valid // VEC))
-        masks = [None if (v + 1) * VEC <= n_valid else lane_mask(n_valid - v * VEC) for v in range(live)]
-    else:
-        live = nv
-        masks = [runtime_lane_mask(kb, b.sub(n_valid, kb.i64(v * VEC))) for v in range(nv)]
+    live, masks = _column_masks(kb, n_valid, nv // 2 if gated else nv)
+    if gated:
+        stored, live = live, nv  # every vector of B's panel is read (zero-padded), half are stored
     zero = ir.Constant(vec(), [0.0] * VEC)
     accs = [[kb.var(vec(), zero) for _ in range(live)] for _ in range(mr)]
     if bf16 is not None:
@@ -241,14 +254,17 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
     def store_vec(r, v, mask):
         col = b.add(col0, kb.i64(v * VEC))
         off = b.add(c_offsets[r], col)
-        val = epilogue.apply(kb, b.load(accs[r][v]), col, off, mask)
+        acc = b.load(accs[r][v])
+        if gated:  # (g * sigmoid(g)) * u, as the graph's Sigmoid, Mul and Mul compute it
+            acc = b.fmul(b.fmul(acc, vmath.emit_unary(kb, "Sigmoid", acc)), b.load(accs[r][v + nv // 2]))
+        val = epilogue.apply(kb, acc, col, off, mask)
         if mask is None:
             b.store(val, kb.ptr(c_ptr, off), align=4)
         else:
             masked_store(kb, val, kb.ptr(c_ptr, off), mask)
 
     def store_row(r):
-        for v in range(live):
+        for v in range(stored if gated else live):
             if masks[v] is None or not isinstance(n_valid, ir.Value) or jit.masks_cheap():
                 store_vec(r, v, masks[v])
                 continue
@@ -267,6 +283,17 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
         else:
             with b.if_then(b.icmp_signed("<", kb.i64(r), rows_valid)):
                 store_row(r)
+
+
+def _column_masks(kb: KernelBuilder, n_valid, nv: int) -> tuple[int, list]:
+    """(vectors to compute, their store masks) of a tile nv vectors wide with `n_valid` columns
+    (None: all; an int; an i64 value)."""
+    if n_valid is None:
+        return nv, [None] * nv
+    if isinstance(n_valid, int):
+        live = min(nv, -(-n_valid // VEC))
+        return live, [None if (v + 1) * VEC <= n_valid else lane_mask(n_valid - v * VEC) for v in range(live)]
+    return nv, [runtime_lane_mask(kb, kb.b.sub(n_valid, kb.i64(v * VEC))) for v in range(nv)]
 
 
 def split_range(kb: KernelBuilder, total, tid, nthreads):
@@ -302,10 +329,22 @@ class GemmShape:
     m_varies: bool = False  # M or N differs between calls (glow.specialize.varying): the code
     n_varies: bool = False  # then does not depend on its value (whole row tiles, masked panels)
     bf16: bool = False  # packed B holds bfloat16 pairs (pack_b_bf16); A is rounded per tile
+    #: "silu": B is two matrices side by side per panel (`pack_gated`), C = silu(A @ B1) * (A @ B2)
+    #: with N its columns; a panel's tile then makes half as many columns of C as B's panel has
+    gated: str | None = None
 
     @property
     def nr(self) -> int:
         return self.nv * VEC
+
+    @property
+    def width(self) -> int:
+        """Columns of C one panel of B makes."""
+        return self.nr // 2 if self.gated else self.nr
+
+    @property
+    def panels(self) -> int:
+        return -(-self.N // self.width)
 
     @property
     def batches(self) -> int:
@@ -318,7 +357,7 @@ class GemmShape:
 
 def packed_batch_stride(s: GemmShape) -> int:
     """Floats per batch of packed B (bfloat16 B: 32-bit slots, each a pair)."""
-    return -(-s.N // s.nr) * _k_steps(s) * s.nr
+    return s.panels * _k_steps(s) * s.nr
 
 
 def _k_steps(s: GemmShape) -> int:
@@ -343,12 +382,12 @@ def _tile_rows(s: GemmShape) -> int:
 def gemm_code_key(s: GemmShape) -> tuple:
     """What a GEMM kernel's code depends on; GEMMs with equal keys share one function (sizes and
     strides come from the table at run time)."""
-    return (_tile_rows(s), s.nv, s.packed, len(s.batch), not s.n_varies and s.N % s.nr == 0, s.bf16)
+    return (_tile_rows(s), s.nv, s.packed, len(s.batch), not s.n_varies and s.N % s.width == 0, s.bf16, s.gated)
 
 
 def gemm_table(s: GemmShape) -> np.ndarray:
     """The int64 geometry table of `s` (GEMM_FIELDS, then the batch dims)."""
-    npanels = -(-s.N // s.nr)
+    npanels = s.panels
     tiles = -(-s.M // _tile_rows(s))
     unit = packed_batch_stride(s) if s.packed else 1
     head = [s.M, s.N, s.K, s.K if s.lda is None else s.lda, s.N if s.ldb is None else s.ldb, tiles,
@@ -391,7 +430,7 @@ def emit_gemm(make_kb, s: GemmShape, epilogue=None, extra_args: int = 0) -> ir.F
         a_base, b_base = _batch_offsets(kb, bi, dims)
         c_base = b.mul(bi, g["c_batch"])
         b_base = b.add(b_base, b.mul(panel, g["panel_stride"]))
-        col0 = b.mul(panel, kb.i64(s.nr))
+        col0 = b.mul(panel, kb.i64(s.width))
         i0 = b.mul(t, kb.i64(mr))
         last = b.sub(g["M"], kb.i64(1))
         # rows past the end recompute the last row; they are not stored
@@ -416,7 +455,7 @@ def emit_gemm(make_kb, s: GemmShape, epilogue=None, extra_args: int = 0) -> ir.F
 
         emit_tile(kb, mr, A, rows, B, b_base, segs, C, crow, col0, epi, n_valid=n_valid,
                   rows_valid=b.sub(g["M"], i0), k_stride=s.nr if s.packed else g["ldb"],
-                  b_masked=not s.packed, nv=s.nv, bf16=tile16)
+                  b_masked=not s.packed, nv=s.nv, bf16=tile16, gated=s.gated)
     return kb.finish()
 
 
