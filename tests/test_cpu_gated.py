@@ -80,10 +80,11 @@ def test_every_instruction_set_level_and_bf16(monkeypatch, level):
         exe = glow.compile(model, "cpu", options=opts, precision=precision)
         assert "GatedMatMul" in ops_run(exe, feeds)
         got = exe.run(feeds)["m"]
-        np.testing.assert_array_equal(got, unfused(monkeypatch, model, options=opts, precision=precision).run(feeds)["m"])
+        same = unfused(monkeypatch, model, options=opts, precision=precision).run(feeds)["m"]
+        np.testing.assert_array_equal(got, same)
         want = glow.compile(model, "reference").run(feeds)["m"]
-        np.testing.assert_allclose(got, want, rtol=0.05 if precision == "bf16" else 1e-5, atol=1e-2 if precision == "bf16"
-                                   else 1e-6)
+        tol = dict(rtol=0.05, atol=1e-2) if precision == "bf16" else dict(rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got, want, **tol)
 
 
 @pytest.mark.parametrize("case", ["gate_out", "runtime_up", "other_x"])

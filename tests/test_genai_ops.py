@@ -7,6 +7,7 @@ import itertools
 import glow
 import numpy as np
 import pytest
+from glow.backends.cpu import jit
 from helpers import backend_unavailable
 from onnx import TensorProto as T
 from onnx import helper as h
@@ -215,6 +216,19 @@ def test_norms_and_rotary_on_every_backend(name, backend):
     got = glow.compile(model, backend=be, native=native, strict=True).run(feeds)
     for k in want:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("level", [lv for lv in jit.ISAS if jit.ISAS.index(lv) >= jit.ISAS.index(jit.host_isa())])
+@pytest.mark.parametrize("d", [24, 64])
+def test_cpu_prompt_tiles_at_every_level(level, d):
+    """The prompt tiles' register tile depends on the level and the head size
+    (attention.register_tile): each one against the reference."""
+    rng = np.random.default_rng(d)
+    model = gqa_model(1, 40, 4, 2, d, 80, rot_rows=128)
+    feeds = gqa_feeds(rng, 1, 40, 4, 2, d, 80, [40], 40, rot_rows=128)
+    want = list(glow.compile(model, backend="reference").run(feeds).values())
+    got = list(glow.compile(model, backend="cpu", strict=True, options={"isa": level}).run(feeds).values())
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("d", [8, 24, 64])
