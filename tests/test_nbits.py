@@ -5,6 +5,7 @@ bad attributes or shapes as one error naming the node."""
 import glow
 import numpy as np
 import pytest
+from glow import dtypes as dt
 from glow.ops.nbits import unpack_codes
 from helpers import backend_unavailable
 from onnx import TensorProto as T
@@ -125,6 +126,29 @@ def test_cpu_kernel_at_accuracy_level_4_equals_int8_activations(case, level):
                                  block_size=bs)
         assert np.abs(want - exact).max() > 1e-4 * np.abs(exact).max()  # the int8 formula is not the exact one
     _close(_native(model, a, level), want)
+
+
+@pytest.mark.parametrize("accuracy_level", [0, 4])
+@pytest.mark.parametrize("m,k,n", [(70, 256, 48), (37, 1024, 1040), (33, 64, 2100)])
+def test_cpu_kernel_on_prompts_splits_rows_and_panels(m, k, n, accuracy_level):
+    """A prompt's rows split into bands of chunks and its panels into groups (nbits.panel_parts):
+    small matrices by rows alone (70 rows: eight bands, two rows past the last step), larger ones
+    by both; every row and column computed once."""
+    from glow.backends.cpu import jit
+    from glow.backends.cpu.kernels.nbits import int8_path, panel_parts
+    from glow.ops.nbits import matmul_nbits_int8
+
+    rng = np.random.default_rng(m)
+    model = nbits_model(rng, m, k, n, 4, 32, "packed", True, accuracy_level=accuracy_level)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    init = {i.name: nh.to_array(i) for i in model.graph.initializer}
+    if int8_path(accuracy_level, dt.uint8):
+        want = matmul_nbits_int8(a, init["B"], init["S"], init.get("Z"), init.get("bias"), K=k, N=n, bits=4,
+                                 block_size=32)
+    else:
+        want = glow.compile(model, backend="reference").run({"A": a})["Y"]
+    assert panel_parts(k, n) == {256: 1, 1024: 4, 64: 1}[k]
+    _close(_native(model, a), want)
 
 
 @pytest.mark.parametrize("case", NATIVE[:3], ids=lambda c: "-".join(map(str, c)))

@@ -131,6 +131,23 @@ def pack_zero_points(zp, K: int, N: int, block: int, ints: bool, out: np.ndarray
 
 
 # -- the kernel -------------------------------------------------------------------------------------
+
+#: bytes of codes one chunk's panels may hold: they are read again for every step of ROWS rows
+PANEL_SHARE = 256 << 10
+
+
+def panel_parts(K: int, N: int) -> int:
+    """How many column groups a prompt's chunks split the panels into (a power of two): as few as
+    keep each group's codes within PANEL_SHARE, since every chunk quantizes all the rows of its
+    band of A (the int8 path) and reads them all again. Split by panels alone, a 512-token
+    Llama int4 prefill quantized each row of A eight times at two threads and took as long as at
+    one (62 ms against 63); Qwen's 4864-wide products still split by panels (8 groups)."""
+    parts = 1
+    while parts < 64 and K * N // 2 > parts * PANEL_SHARE:
+        parts *= 2
+    return parts
+
+
 class _Emitter:
     """One MatMulNBits kernel: (A, codes, scales, bias, Y, rows, tid, nth); K, N and the block size
     are in its text, the number of rows is an argument (one kernel for every prompt length)."""
@@ -145,7 +162,15 @@ class _Emitter:
         kb.fn.attributes.add("noinline")
         self.A, self.codes, self.sc, self.zp, self.bias, self.Y, self.M, tid, nth = kb.args
         b = kb.b
-        self.p_lo, self.p_hi = split_range(kb, self.panels, tid, nth)
+        # the chunks as a grid: `parts` columns of panels by nth // parts bands of row steps (see
+        # `panel_parts`); a matrix-vector product (fewer row steps than chunks) splits panels only
+        parts = kb.i64(panel_parts(K, N))
+        few = b.icmp_signed("<", self.M, b.mul(nth, kb.i64(ROWS)))
+        parts = b.select(b.or_(few, b.icmp_signed("!=", b.srem(nth, parts), kb.i64(0))), nth,
+                         b.select(b.icmp_signed("<", nth, parts), nth, parts))
+        bands = b.sdiv(nth, parts)
+        band, col = b.sdiv(tid, parts), b.srem(tid, parts)
+        self.p_lo, self.p_hi = split_range(kb, self.panels, col, parts)
         # per row of a step: the activations (int8 codes or float32, zero past K), per block the
         # row's scale and code sum (int8 path)
         self.xa = kb.array(F32, ROWS * self.kp)
@@ -158,9 +183,12 @@ class _Emitter:
         # step wait for the last (vpdpbusd's latency: 26 against 90 GMAC/s at one row)
         self.dot = [[kb.var(V16I if ints else V16F) for _ in range(NACC)] for _ in range(ROWS)]
         full = b.sdiv(self.M, kb.i64(ROWS))
-        with kb.loop(0, full, name="step", unroll=False) as step:
+        s_lo, s_hi = split_range(kb, full, band, bands)
+        with kb.loop(s_lo, s_hi, name="step", unroll=False) as step:
             self._rows(b.mul(step, kb.i64(ROWS)), ROWS)
-        with kb.loop(b.mul(full, kb.i64(ROWS)), self.M, name="row", unroll=False) as r0:
+        last_band = b.icmp_signed("==", band, b.sub(bands, kb.i64(1)))
+        tail = b.select(last_band, b.mul(full, kb.i64(ROWS)), self.M)  # the rows past the steps: the last band's
+        with kb.loop(tail, self.M, name="row", unroll=False) as r0:
             self._rows(r0, 1)
         kb.finish()
 
