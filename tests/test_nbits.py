@@ -134,7 +134,6 @@ def test_cpu_kernel_on_prompts_splits_rows_and_panels(m, k, n, accuracy_level):
     """A prompt's rows split into bands of chunks and its panels into groups (nbits.panel_parts):
     small matrices by rows alone (70 rows: eight bands, two rows past the last step), larger ones
     by both; every row and column computed once."""
-    from glow.backends.cpu import jit
     from glow.backends.cpu.kernels.nbits import int8_path, panel_parts
     from glow.ops.nbits import matmul_nbits_int8
 

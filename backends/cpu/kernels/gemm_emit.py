@@ -221,7 +221,7 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
     bf16 (a `Bf16Tile`): B is bfloat16 pairs (`pack_b_bf16`) and A is rounded to bfloat16 first;
     k_segments is not used. `pairs`: A and B are bfloat16 pairs already (a convolution's rounded
     input): k_segments' offsets and k count 32-bit pairs. `gated` ("silu"): the panel's first nv/2
-    vectors are a gate's columns and the rest their partners' (`pack_gated`); C gets
+    vectors are a gate's columns and the rest their partners' (`interleave_gated`); C gets
     silu(gate) * partner, nv/2 vectors a row, and n_valid counts those columns.
     """
     b = kb.b
@@ -329,7 +329,7 @@ class GemmShape:
     m_varies: bool = False  # M or N differs between calls (glow.specialize.varying): the code
     n_varies: bool = False  # then does not depend on its value (whole row tiles, masked panels)
     bf16: bool = False  # packed B holds bfloat16 pairs (pack_b_bf16); A is rounded per tile
-    #: "silu": B is two matrices side by side per panel (`pack_gated`), C = silu(A @ B1) * (A @ B2)
+    #: "silu": B is two matrices side by side per panel (`interleave_gated`), C = silu(A @ B1) * (A @ B2)
     #: with N its columns; a panel's tile then makes half as many columns of C as B's panel has
     gated: str | None = None
 

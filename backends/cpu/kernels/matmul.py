@@ -158,7 +158,6 @@ def gated_tile() -> tuple[int, int]:
 @cpu_kernel(gated.NAME, domain=gated.DOMAIN, supports=_gated_ok)
 def emit_gated_matmul(cg, instr):
     a, wg, wu = instr.inputs
-    out = instr.outputs[0]
     K, N = wg.type.shape
     rows = int(np.prod(a.type.shape[:-1]))
     mr, nv = gated_tile()
@@ -168,12 +167,7 @@ def emit_gated_matmul(cg, instr):
     bp = cg.weight_out(((packed_shape_bf16 if s.bf16 else packed_shape)(K, s.panels * s.nr, s.nr)), np.float32,
                        lambda panels: pack(interleave_gated(g, u, s.nr), s.nr, out=panels),
                        source=g, how=("gated", K, N, s.nr, s.bf16), partners=(u,))
-    fn = cg.shared(("gemm", gemm_code_key(s)), lambda: emit_gemm(lambda types: cg.function("GatedMatMul", types), s))
-    args = [cg.ptr(a), bp, cg.ptr(out), ir.Constant(PTR, None), cg.weight(gemm_table(s))]
-    if s.flops < 1 << 18:  # one chunk, as for MatMul
-        cg.call(fn, args + [cg.entry.i64(0), cg.entry.i64(1)], single=True)
-    else:
-        cg.call(fn, args + [cg.tid, cg.nth])
+    _run_gemm(cg, instr, s, a, bp, None, ep.NONE, "GatedMatMul")
 
 
 def with_precision(s: GemmShape) -> GemmShape:

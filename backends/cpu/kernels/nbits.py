@@ -166,8 +166,7 @@ class _Emitter:
         # `panel_parts`); a matrix-vector product (fewer row steps than chunks) splits panels only
         parts = kb.i64(panel_parts(K, N))
         few = b.icmp_signed("<", self.M, b.mul(nth, kb.i64(ROWS)))
-        parts = b.select(b.or_(few, b.icmp_signed("!=", b.srem(nth, parts), kb.i64(0))), nth,
-                         b.select(b.icmp_signed("<", nth, parts), nth, parts))
+        parts = b.select(b.or_(few, b.icmp_signed("!=", b.srem(nth, parts), kb.i64(0))), nth, parts)
         bands = b.sdiv(nth, parts)
         band, col = b.sdiv(tid, parts), b.srem(tid, parts)
         self.p_lo, self.p_hi = split_range(kb, self.panels, col, parts)
