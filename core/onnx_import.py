@@ -23,7 +23,7 @@ import onnx
 from onnx import AttributeProto, numpy_helper
 
 from . import dtypes as dt
-from .aligned import ALIGN_MIN_BYTES, aligned_empty, frozen, spilled
+from .aligned import SPILL_MIN_BYTES, aligned_empty, frozen, spilled
 from .errors import GlowError, GraphError, ModelLoadError, UnsupportedOpError, internal_errors, warn
 from .fileio import map_regular_file, read_regular_file
 from .graph import Graph, GraphBuilder, Value
@@ -181,7 +181,7 @@ class Importer:
         external-data weight's are), else into aligned memory (glow.aligned: a backend can read
         it where it lies, and no second copy is made to align it)."""
         np_type = _PLAIN_TYPES.get(t.data_type)
-        if np_type is None or len(t.raw_data) < ALIGN_MIN_BYTES or sys.byteorder != "little":
+        if np_type is None or len(t.raw_data) < SPILL_MIN_BYTES or sys.byteorder != "little":
             return numpy_helper.to_array(t)
         raw = t.raw_data
         dims = tuple(t.dims)

@@ -35,6 +35,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 import numpy as np
 from glow import dtypes as dt
+from glow.aligned import drop_pages
 from glow.errors import BackendError
 from glow.flow import NeedsInputValues
 from glow.ir.instr import ACTIVATION, INPUT, OUTPUT, WEIGHT, Instr, IRFunction, overlaps
@@ -427,6 +428,7 @@ class Codegen:
             self._first_phase = len(self._sync.phases)
             start = self.timer.start() if self.timer is not None else None
             self.emit(instr)
+            self._drop_copied_weights(instr)
             if self.timer is not None:
                 self.timer.stop(k, start)
         self._sync.finish()
@@ -467,6 +469,18 @@ class Codegen:
     # -- internals -------------------------------------------------------------------------------
     def _append(self, data: np.ndarray, align: int) -> int:
         return self._weights.append(data, align)
+
+    def _drop_copied_weights(self, instr: Instr) -> None:
+        """The pages of a spilled weight (glow.aligned.spilled) that this instruction has copied or
+        packed into the program leave the process: they are not read again, and a convolutional
+        network's weights were otherwise resident twice. One the program reads where it lies (a
+        shared weight used as it is) stays."""
+        for o in instr.reads():
+            root = o.root
+            if root.kind == WEIGHT and isinstance(root.data, np.ndarray):
+                held = self._shared_at.get(id(root))
+                if held is None or held.array is not held.source:
+                    drop_pages(root.data)
 
     def _place_weight(self, root) -> int:
         off = self._weight_at.get(id(root))

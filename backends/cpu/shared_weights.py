@@ -27,13 +27,13 @@ own and has the addresses written again when it is loaded (runtime.NativeProgram
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import mmap
 import threading
 import weakref
 from collections.abc import Callable
 
 import numpy as np
+from glow.aligned import drop_pages, file_backed, libc, read_only_map
 
 from .abi import WEIGHT_ALIGN
 
@@ -74,23 +74,7 @@ def immutable(a) -> bool:
         a = a.base
     if isinstance(a, memoryview):  # np.frombuffer's base: what it views
         a = a.obj
-    return isinstance(a, bytes) or _read_only_map(a)
-
-
-def _read_only_map(m) -> bool:
-    """Whether `m` is a memory mapping made read-only (mmap.ACCESS_READ: PROT_READ pages)."""
-    if not isinstance(m, mmap.mmap):
-        return False
-    with memoryview(m) as v:
-        return v.readonly
-
-
-def file_backed(a: np.ndarray) -> bool:
-    """Whether `a`'s memory is a read-only file mapping (the ONNX importer maps external data):
-    its pages can be dropped and are read from the file again when next touched."""
-    while isinstance(a, np.ndarray):
-        a = a.base
-    return _read_only_map(a.obj if isinstance(a, memoryview) else a)
+    return isinstance(a, bytes) or read_only_map(a)
 
 
 def get(source: np.ndarray, how: tuple, shape, dtype, fill: Callable[[np.ndarray], object],
@@ -108,8 +92,7 @@ def get(source: np.ndarray, how: tuple, shape, dtype, fill: Callable[[np.ndarray
             array.flags.writeable = False
             collapse_later(array)
             for a in (source, *partners):
-                if file_backed(a):  # packed: the source's pages are not read again
-                    drop_pages(a)
+                drop_pages(a)  # packed: a spilled source's pages are not read again
             found = _STORE[key] = Shared(array, source, tuple(partners))
         return found
 
@@ -161,7 +144,7 @@ def collapse_later(a: np.ndarray, whole_pages_only: bool = False) -> None:
     """Have the huge pages over written array `a` collapsed in the background: every huge page it
     touches (its memory is one of `_zeros`: the neighbours are ours too), or with
     `whole_pages_only` those inside it (a program's weights blob, whose mapping is not aligned)."""
-    if a.nbytes < HUGE_PAGE // 4 or not _libc_loaded():
+    if a.nbytes < HUGE_PAGE // 4 or libc() is None:
         return
     start = a.__array_interface__["data"][0]
     if whole_pages_only:
@@ -186,7 +169,7 @@ def _collapser():
             a, first, end = _collapsing.pop(0)
         for advice in (_MADV_HUGEPAGE, _MADV_COLLAPSE):  # an old kernel refuses: the pages stay small
             if advice is not None:
-                _libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(end - first), advice)
+                libc().madvise(ctypes.c_void_p(first), ctypes.c_size_t(end - first), advice)
         del a
 
 
@@ -208,52 +191,27 @@ def as_it_lies(source: np.ndarray, dtype) -> Shared:
 
 
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
-_MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
-_libc = None
 
 
 def advise_huge_pages(a: np.ndarray) -> None:
     """Ask the kernel to back the whole pages of `a`'s memory with huge pages (collapsed in the
     background, after it is written, as the weights blob is: codegen._Blob): weights streamed
     once per token miss the TLB less. Where that is not possible, nothing happens."""
-    if _MADV_HUGEPAGE is None or a.nbytes < (4 << 20) or file_backed(a) or not _libc_loaded():
+    if _MADV_HUGEPAGE is None or a.nbytes < (4 << 20) or file_backed(a) or libc() is None:
         return
     page = mmap.PAGESIZE
     start = a.__array_interface__["data"][0]
     first, end = -(-start // page) * page, (start + a.nbytes) // page * page
     if end > first:
-        _libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(end - first), _MADV_HUGEPAGE)
-
-
-def drop_pages(a: np.ndarray) -> None:
-    """Drop the pages of `a`, a read-only file mapping, from this process's memory (they stay in
-    the page cache, and a later read of them maps them again): a weight packed into a copy of its
-    own is then resident once, as the copy. (A neighbour sharing an edge page is merely read
-    again from the cache.)"""
-    if _MADV_DONTNEED is None or a.nbytes == 0 or not _libc_loaded():
-        return
-    page = mmap.PAGESIZE
-    start = a.__array_interface__["data"][0]
-    first, end = start // page * page, -(-(start + a.nbytes) // page) * page
-    _libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(end - first), _MADV_DONTNEED)
-
-
-def _libc_loaded() -> bool:
-    global _libc
-    if _libc is None:
-        try:
-            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        except OSError:
-            _libc = False
-    return bool(_libc)
+        libc().madvise(ctypes.c_void_p(first), ctypes.c_size_t(end - first), _MADV_HUGEPAGE)
 
 
 def trim_heap() -> None:
     """Give the C heap's free memory back to the OS (glibc's malloc_trim): compiling leaves LLVM's
     freed modules and IR text there, which the allocator would otherwise keep resident for the
     process's life (ResNet-50: 158 MiB of heap after its compile). Elsewhere nothing happens."""
-    if _libc_loaded() and hasattr(_libc, "malloc_trim"):
-        _libc.malloc_trim(ctypes.c_size_t(0))
+    if libc() is not None and hasattr(libc(), "malloc_trim"):
+        libc().malloc_trim(ctypes.c_size_t(0))
 
 
 def held_bytes() -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..aligned import SPILL_MIN_BYTES, drop_pages, spilled_parts
 from .base import Pass
 from .patterns import Rules, const, producer, same_type
 
@@ -51,11 +52,27 @@ def _conv_with(rb, conv, cins, s, t):
     m = w.shape[0]
     if s.shape[0] != m:
         return None
-    w2 = (w.astype(np.float64) * s.reshape((m,) + (1,) * (w.ndim - 1))).astype(w.dtype)
+    w2 = _scaled(w, s.reshape((m,) + (1,) * (w.ndim - 1)))
     b0 = np.zeros(m) if b is None else b.astype(np.float64)
     b2 = (b0 * s + t).astype(w.dtype)
     return rb.emit1("Conv", [cins[0], rb.constant(w2, "w_folded"), rb.constant(b2, "b_folded")],
                     dict(conv.attrs))
+
+
+def _scaled(w, s):
+    """w * s (s broadcast to w) in float64, rounded once to w's type. A large one is made a block
+    of rows (axis 0) at a time into a temporary file's pages (glow.aligned.spilled_parts), as an
+    imported weight is: never whole in float64, and given back once a backend has packed it."""
+    def rows(i, j):
+        return (w[i:j].astype(np.float64) * (s[i:j] if s.shape[0] > 1 else s)).astype(w.dtype)
+
+    out = None
+    if w.nbytes >= SPILL_MIN_BYTES:
+        step = max(1, (1 << 20) // max(1, w[:1].nbytes))
+        out = spilled_parts((rows(i, i + step) for i in range(0, w.shape[0], step)), w.dtype, w.shape)
+    out = rows(0, w.shape[0]) if out is None else out
+    drop_pages(w)  # a spilled source: read once here
+    return out
 
 
 def _gemm_with(rb, gemm, gins, s, t):
@@ -69,12 +86,12 @@ def _gemm_with(rb, gemm, gins, s, t):
     m = b.shape[0] if trans_b else b.shape[1]
     if s.shape[0] != m:
         return None
-    b2 = b.astype(np.float64) * (s[:, None] if trans_b else s[None, :])
+    b2 = _scaled(b, s[:, None] if trans_b else s[None, :])
     beta = float(gemm.attrs.get("beta", 1.0))
     c0 = np.zeros(m) if c is None else beta * c.astype(np.float64)
     c2 = c0 * s + t
     attrs = dict(gemm.attrs, beta=1.0)
-    return rb.emit1("Gemm", [gins[0], rb.constant(b2.astype(b.dtype), "b_folded"),
+    return rb.emit1("Gemm", [gins[0], rb.constant(b2, "b_folded"),
                              rb.constant(c2.astype(b.dtype), "c_folded")], attrs)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as dt
-from ..aligned import ALIGN_MIN_BYTES, frozen, spilled
+from ..aligned import SPILL_MIN_BYTES, frozen, spilled
 from ..graph import Graph
 from ..rewrite import rebuild
 from .base import Pass
@@ -67,7 +67,7 @@ def _own(value: np.ndarray, ins) -> np.ndarray:
     memory is given back once a backend has packed its copy (glow.aligned.spilled)."""
     if any(v is not None and v.data is not None and np.may_share_memory(value, v.data) for v in ins):
         return value
-    if value.nbytes >= ALIGN_MIN_BYTES and not value.dtype.hasobject:
+    if value.nbytes >= SPILL_MIN_BYTES and not value.dtype.hasobject:
         out = spilled(np.ascontiguousarray(value), value.dtype, value.shape)
         if out is not None:
             return out
