@@ -433,9 +433,64 @@ def main(argv=None):
         by_isa[data["env"]["isa"]] = data
         with open(os.path.join(HERE, "results.json"), "w") as f:
             json.dump({"by_isa": by_isa}, f, indent=1)
-        with open(os.path.join(ROOT, "docs", "performance.md"), "w") as f:
-            f.write(markdown(by_isa))
+        page = os.path.join(ROOT, "docs", "performance.md")
+        old = open(page).read() if os.path.exists(page) else None
+        with open(page, "w") as f:
+            f.write(splice(old, markdown(by_isa)))
     return data
+
+
+#: The sections of docs/performance.md this script writes (headings starting so); every other
+#: "## " section of the page is prose kept as it stands (`splice`).
+GENERATED_SECTIONS = (*(f"## {t}:" for t in ISA_TITLES.values()), "## OpenCL backend", "## Throughput",
+             "## Compile time", "## How this was measured")
+
+
+def _sections(text: str) -> list[tuple[str | None, str]]:
+    """(heading line or None for the page's head, text) of each "## " section, in order."""
+    out: list[tuple[str | None, list[str]]] = [(None, [])]
+    for line in text.splitlines(keepends=True):
+        if line.startswith("## "):
+            out.append((line.rstrip("\n"), []))
+        out[-1][1].append(line)
+    return [(h, "".join(lines)) for h, lines in out]
+
+
+def _generated_key(heading: str | None) -> str | None:
+    """The GENERATED_SECTIONS prefix a heading starts with (the page's head is generated too), else None."""
+    if heading is None:
+        return ""
+    return next((g for g in GENERATED_SECTIONS if heading.startswith(g)), None)
+
+
+def splice(old: str | None, new: str) -> str:
+    """The page `new` with the prose of the page `old` kept: a section of `old` this script does
+    not generate (its heading is not in GENERATED_SECTIONS: "Memory", "What limits speed now", ...) stands
+    as written there, in its place after the same generated section as before; `new`'s own
+    version of it (run_all's NOTES) is used only where `old` has none."""
+    if old is None:
+        return new
+    after: dict[str | None, list[tuple[str, str]]] = {}
+    last = None
+    for h, text in _sections(old):
+        key = _generated_key(h)
+        if key is None:
+            after.setdefault(last, []).append((h, text))
+        else:
+            last = key
+    kept = {h for texts in after.values() for h, _ in texts}
+    out, placed = [], set()
+    for h, text in _sections(new):
+        key = _generated_key(h)
+        if key is None and h in kept:
+            continue  # the old page's version is placed where it stood
+        out.append(text)
+        for ph, ptext in after.get(key, []) if key is not None else []:
+            if ph not in placed:
+                out.append(ptext)
+                placed.add(ph)
+    out += [text for texts in after.values() for h, text in texts if h not in placed]
+    return "".join(out)
 
 
 if __name__ == "__main__":
