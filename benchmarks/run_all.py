@@ -256,7 +256,9 @@ def markdown(by_isa: dict) -> str:
               "untimed runs of the same runtime and fed fresh input values, the same for every runtime "
               "in a round; `glow bench MODEL --backend cpu --threads N --vs onnxruntime,openvino` "
               "measures one model the same way). Busy threads: the process's CPU time over the wall "
-              "time of a timed run, median (a spinning idle thread counts as busy).",
+              "time of the second half of the settling runs and the timed run after them, median (a "
+              "spinning idle thread counts as busy; over one short run alone Linux's tick-by-tick "
+              "accounting of the other threads read 1.0 at 2 threads).",
               f"- This section, the throughput and compile-time figures: the newest run, on "
               f"{env.get('cpu_model', '?')} ({env.get('cpu', '?')}, glow at level {env.get('isa', '?')}), "
               f"{env.get('cores', '?')} cores; Python {env.get('python', '?')}, onnxruntime "

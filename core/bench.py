@@ -12,9 +12,13 @@ timer starts; every runtime gets the same ones in a round), never the values of 
 repeated input could hit a cached specialisation or result and time nothing. The outputs of every
 timed run are compared with the first peer's (`max_abs_diff`).
 
-Busy threads: the process's CPU time over the wall time of each timed run (median over rounds),
-per runtime. It checks that `threads=T` keeps T threads working; a spinning idle thread counts
-as busy, so it is a check, not a claim of useful work.
+Busy threads: the process's CPU time over the wall time of the second half of each settling
+window (untimed runs of the same runtime) and the timed run after it (median over rounds), per
+runtime. Not of the timed run alone: Linux adds a running thread's CPU time to the process's at
+scheduler ticks (milliseconds apart), so a 2-thread run of 1.5 ms whose second thread never left
+its core read 1.0, where 0.5 s of the same runs read 1.9. It checks that `threads=T` keeps T
+threads working; a spinning idle thread counts as busy, so it is a check, not a claim of useful
+work.
 """
 
 from __future__ import annotations
@@ -208,13 +212,13 @@ def bench(spec: str, backend: str | None = None, threads: int = 1, rounds: int =
         outs = [None] * len(runners)
         for k in range(len(runners)):  # rotate who goes first, so no runtime always follows another
             who = (i + k) % len(runners)
-            if len(runners) > 1:
-                _settle(runners[who], feeds)
+            since = _settle(runners[who], feeds) if len(runners) > 1 else None
             c, t = time.process_time(), time.perf_counter()
             outs[who] = runners[who](fresh)
-            wall = time.perf_counter() - t
-            times[who].append(wall)
-            busy[who].append((time.process_time() - c) / wall if wall > 0 else 0.0)
+            end = time.perf_counter()
+            times[who].append(end - t)
+            c0, t0 = since or (c, t)
+            busy[who].append((time.process_time() - c0) / (end - t0) if end > t0 else 0.0)
         if peers:
             diff = max(diff, _max_diff(graph, *outs[:2]))
         if exact is not None:
@@ -253,11 +257,17 @@ def _max_diff(graph, out: dict, ref: list) -> float:
 SETTLE_S = 0.15
 
 
-def _settle(run, feeds) -> None:
+def _settle(run, feeds) -> tuple[float, float]:
+    """Run `run` untimed for SETTLE_S; (process CPU time, wall clock) once half of that has passed:
+    busy threads are counted from there (the other runtime's spinning threads have stopped)."""
     t0 = time.perf_counter()
     run(feeds)
-    while time.perf_counter() - t0 < SETTLE_S:
+    mark = None
+    while (now := time.perf_counter()) - t0 < SETTLE_S:
+        if mark is None and now - t0 >= SETTLE_S / 2:
+            mark = (time.process_time(), time.perf_counter())
         run(feeds)
+    return mark or (time.process_time(), time.perf_counter())
 
 
 def _busy(t: Timing) -> str:
