@@ -128,13 +128,14 @@ def test_cpu_kernel_at_accuracy_level_4_equals_int8_activations(case, level):
     _close(_native(model, a, level), want)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("accuracy_level", [0, 4])
-@pytest.mark.parametrize("m,k,n", [(70, 256, 48), (37, 1024, 1040), (33, 64, 2100)])
-def test_cpu_kernel_on_prompts_splits_rows_and_panels(m, k, n, accuracy_level):
-    """A prompt's rows split into bands of chunks and its panels into groups (nbits.panel_parts):
-    small matrices by rows alone (70 rows: eight bands, two rows past the last step), larger ones
-    by both; every row and column computed once."""
-    from glow.backends.cpu.kernels.nbits import int8_path, panel_parts
+@pytest.mark.parametrize("m,k,n", [(70, 256, 48), (37, 1024, 1040), (33, 64, 2100), (9, 128, 64)])
+def test_cpu_kernel_on_prompts_splits_rows_into_bands(m, k, n, accuracy_level, threads):
+    """A prompt's chunks are bands of row steps over every panel (70 rows: eight bands, two rows
+    past the last step; 9 rows: fewer steps than chunks, so its panels are split instead); every
+    row and column computed once, at 1 and 2 threads."""
+    from glow.backends.cpu.kernels.nbits import int8_path
     from glow.ops.nbits import matmul_nbits_int8
 
     rng = np.random.default_rng(m)
@@ -146,8 +147,9 @@ def test_cpu_kernel_on_prompts_splits_rows_and_panels(m, k, n, accuracy_level):
                                  block_size=32)
     else:
         want = glow.compile(model, backend="reference").run({"A": a})["Y"]
-    assert panel_parts(k, n) == {256: 1, 1024: 4, 64: 1}[k]
-    _close(_native(model, a), want)
+    exe = glow.compile(model, backend="cpu", threads=threads)
+    assert any(r.op == "MatMulNBits" for r in exe.profile({"A": a}).records)  # the kernel, not the lowering
+    _close(exe.run({"A": a})["Y"], want)
 
 
 @pytest.mark.parametrize("case", NATIVE[:3], ids=lambda c: "-".join(map(str, c)))
