@@ -224,8 +224,10 @@ def test_pools(op, attrs, channels):
 # -- Softmax, LogSoftmax, LayerNormalization ----------------------------------------------------------
 
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
-@pytest.mark.parametrize("shape", [(3, 10), (2, 4, 128), (1, 1000), (5, 17)])
+@pytest.mark.parametrize("shape", [(3, 10), (2, 4, 128), (1, 1000), (5, 17), (2, 64), (3, 79), (2, 1500)])
 def test_softmax(op, shape):
+    """Rows of every make: a tail alone, whole blocks of the four max/sum chains, blocks then whole
+    vectors then a tail (79: one block of 64, a 15-lane tail; 1500: 23 blocks, a vector, 12 lanes)."""
     x = rand(*shape) * 5
     x[0, ..., 1] = -np.inf
     g = build(lambda b, v: b.add1(op, [v], {"axis": -1}), ("x", shape))

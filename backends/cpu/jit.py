@@ -267,13 +267,6 @@ def has_feature(name: str) -> bool:
     return on
 
 
-def masks_cheap() -> bool:
-    """Whether a masked vector load or store costs what a plain one does: with AVX-512's mask
-    registers it does; below (vmaskmovps on AVX2, lane by lane on SSE2) it costs several, so
-    kernels there mask only a loop's last, partial step."""
-    return isa() == "avx512"
-
-
 def cpu_name() -> str:
     """LLVM's CPU name for the code: the host's, or plain x86-64 for the generic level."""
     if _TARGET.get() is not None:

@@ -265,11 +265,12 @@ def emit_tile(kb: KernelBuilder, mr: int, a_ptr, row_offsets: list, b_ptr, b_bas
 
     def store_row(r):
         for v in range(stored if gated else live):
-            if masks[v] is None or not isinstance(n_valid, ir.Value) or jit.masks_cheap():
+            if masks[v] is None or not isinstance(n_valid, ir.Value):
                 store_vec(r, v, masks[v])
                 continue
             # A column count known only at run time masks every panel's stores, yet only the
-            # last panel is partial: where masks are dear, whole vectors branch to a plain store.
+            # last panel is partial: whole vectors branch to a plain store (a masked one costs
+            # more, on AVX-512 too: `lanes.lanes_loop`).
             whole = b.icmp_signed(">=", b.sub(n_valid, kb.i64(v * VEC)), kb.i64(VEC))
             with b.if_else(whole) as (then, otherwise):
                 with then:

@@ -19,6 +19,8 @@ from . import vmath
 from .gemm_emit import load_vec, masked_store, split_range
 
 PARALLEL_ELEMENTS = 1 << 14
+#: independent accumulators of a row's max and sum
+CHAINS = 4
 
 
 def row_vectors(kb: KernelBuilder, length, body):
@@ -32,6 +34,25 @@ def row_vectors(kb: KernelBuilder, length, body):
     with kb.if_then(b.icmp_unsigned("!=", rem, ir.Constant(ir.IntType(32), 0))):
         lanes = ir.Constant(ir.VectorType(ir.IntType(32), VEC), list(range(VEC)))
         body(b.mul(full, kb.i64(VEC)), b.icmp_unsigned("<", lanes, kb.splat(rem)))
+
+
+def row_chains(kb: KernelBuilder, length, chains: int, body):
+    """As `row_vectors`, with body(offset, mask or None, j): blocks of `chains` whole vectors, the
+    j-th of each going to accumulator j, then the rest to accumulator 0. Independent chains let a
+    reduction run at the loads' pace rather than its one operation's latency."""
+    b = kb.b
+    step = kb.i64(VEC * chains)
+    blocks = b.udiv(length, step)
+    with kb.loop(0, blocks, name="vb") as v:
+        for j in range(chains):
+            body(b.add(b.mul(v, step), kb.i64(j * VEC)), None, j)
+    full = b.udiv(length, kb.i64(VEC))
+    with kb.loop(b.mul(blocks, kb.i64(chains)), full, name="v") as v:
+        body(b.mul(v, kb.i64(VEC)), None, 0)
+    rem = b.trunc(b.urem(length, kb.i64(VEC)), ir.IntType(32))
+    with kb.if_then(b.icmp_unsigned("!=", rem, ir.Constant(ir.IntType(32), 0))):
+        lanes = ir.Constant(ir.VectorType(ir.IntType(32), VEC), list(range(VEC)))
+        body(b.mul(full, kb.i64(VEC)), b.icmp_unsigned("<", lanes, kb.splat(rem)), 0)
 
 
 def hreduce(kb: KernelBuilder, v, combine):
@@ -80,6 +101,14 @@ def call_rows(cg, fn, ptrs, rows: int, length: int):
         cg.call(fn, ptrs + sizes + [cg.tid, cg.nth])
 
 
+def _fold(values, combine):
+    """values[0] combined with each next one, pairwise as a tree (a fixed order)."""
+    while len(values) > 1:
+        values = [combine(values[i], values[i + 1]) if i + 1 < len(values) else values[i]
+                  for i in range(0, len(values), 2)]
+    return values[0]
+
+
 def _last_axis_f32(node) -> bool:
     x, y = node.inputs[0], node.outputs[0]
     t = x.type
@@ -98,38 +127,39 @@ def _emit(cg, instr, log: bool):
     def row(kb, ptrs, base, length):
         src, dst = ptrs
         b = kb.b
-        m = kb.var(vec(), neg_inf)
+        m = [kb.var(vec(), neg_inf) for _ in range(CHAINS)]
 
-        def find_max(off, mask):
+        def find_max(off, mask, j):
             v = load_vec(kb, kb.ptr(src, b.add(base, off)), mask)
             if mask is not None:
                 v = b.select(mask, v, neg_inf)
-            b.store(vmaximum(kb, b.load(m), v), m)
+            b.store(vmaximum(kb, b.load(m[j]), v), m[j])
 
-        row_vectors(kb, length, find_max)
-        mx = kb.splat(hreduce(kb, b.load(m), lambda p, q: vmaximum(kb, p, q)))
-        s = kb.var(vec(), ir.Constant(vec(), [0.0] * VEC))
+        row_chains(kb, length, CHAINS, find_max)
+        mx = kb.splat(hreduce(kb, _fold([b.load(a) for a in m], lambda p, q: vmaximum(kb, p, q)),
+                              lambda p, q: vmaximum(kb, p, q)))
+        s = [kb.var(vec(), ir.Constant(vec(), [0.0] * VEC)) for _ in range(CHAINS)]
 
-        def exp_sum(off, mask):
+        def exp_sum(off, mask, j):
             p = kb.ptr(src, b.add(base, off))
             shifted = b.fsub(load_vec(kb, p, mask), mx)
             e = vmath.emit_unary(kb, "Exp", shifted)
             if mask is not None:
                 e = b.select(mask, e, ir.Constant(vec(), [0.0] * VEC))
-            b.store(b.fadd(b.load(s), e), s)
+            b.store(b.fadd(b.load(s[j]), e), s[j])
             store_vec(kb, shifted if log else e, kb.ptr(dst, b.add(base, off)), mask)
 
-        row_vectors(kb, length, exp_sum)
-        total = hreduce(kb, b.load(s), b.fadd)
+        row_chains(kb, length, CHAINS, exp_sum)
+        total = hreduce(kb, _fold([b.load(a) for a in s], b.fadd), b.fadd)
         if log:
             k = kb.splat(vmath.emit_unary(kb, "Log", total))
-        else:
-            k = kb.splat(total)
+        else:  # one division per row, then products (a vector division per vector was 3x slower)
+            k = kb.splat(b.fdiv(kb.f32(1.0), total))
 
         def finish(off, mask):
             p = kb.ptr(dst, b.add(base, off))
             v = load_vec(kb, p, mask)
-            store_vec(kb, b.fsub(v, k) if log else b.fdiv(v, k), p, mask)
+            store_vec(kb, b.fsub(v, k) if log else b.fmul(v, k), p, mask)
 
         row_vectors(kb, length, finish)
 
@@ -147,4 +177,4 @@ def emit_log_softmax(cg, instr):
     _emit(cg, instr, log=True)
 
 
-__all__ = ["emit_softmax", "emit_log_softmax", "row_vectors", "hreduce", "row_kernel", "call_rows"]
+__all__ = ["emit_softmax", "emit_log_softmax", "row_vectors", "row_chains", "hreduce", "row_kernel", "call_rows"]
