@@ -156,6 +156,41 @@ def test_conv(spec, optimize):
     agree(g, {"x": rand(2, cin, hw, hw)}, optimize=optimize)
 
 
+DEPTHWISE = [  # (channels, h, w, k, stride, pads (top, left, bottom, right) or auto_pad, dilation)
+    (24, 10, 10, 3, 1, (1, 1, 1, 1), 1),
+    (96, 14, 9, 3, 2, (1, 1, 1, 1), 1),  # MobileNet's stride-2 block
+    (20, 7, 7, 5, 2, (2, 2, 2, 2), 1),  # channels not a multiple of 16
+    (16, 9, 12, 5, 1, (0, 2, 3, 1), 1),  # asymmetric
+    (32, 8, 8, 3, 1, "SAME_UPPER", 2),  # dilated
+    (16, 11, 11, 3, 2, "SAME_LOWER", 1),
+    (8, 2, 3, 5, 1, (2, 2, 2, 2), 1),  # the kernel wider than the image: every pixel a border one
+    (16, 1, 16, 3, 1, (1, 1, 1, 1), 1),  # one row: every row near the top and the bottom
+    (16, 6, 6, 3, 1, (0, 0, 0, 0), 1),  # no padding: the path of before
+]
+
+
+@pytest.mark.parametrize("spec", DEPTHWISE)
+def test_depthwise_conv_pads_implicitly(spec):
+    """A depthwise convolution reads its border as zeros itself (no Pad in the program): inner
+    columns of inner rows as before, border pixels tap by tap. A NaN and an infinity in the input's
+    corners reach only the outputs whose taps read them (a clamped address read, its value then
+    dropped, must not leak)."""
+    c, h, w_, k, s, pads, d = spec
+    w, bias = rand(c, 1, k, k), rand(c)
+    attrs = {"kernel_shape": (k, k), "strides": (s, s), "dilations": (d, d), "group": c,
+             **({"auto_pad": pads} if isinstance(pads, str) else {"pads": pads})}
+
+    def fn(b, x):
+        return b.add1("Relu", [b.add1("Conv", [x, b.constant(w), b.constant(bias)], attrs)])
+
+    g = build(fn, ("x", (2, c, h, w_)))
+    ops = program_ops(g)
+    assert "ConvNHWC" in ops and "Pad" not in ops, ops
+    x = rand(2, c, h, w_)
+    x[0, 0, 0, 0], x[1, c - 1, h - 1, w_ - 1] = np.nan, np.inf
+    agree(g, {"x": x})
+
+
 def test_convolutions_of_other_geometries_share_one_kernel():
     """Three convolutions of different sizes, strides and dilations, whose output channels (24)
     leave the last panel partial and whose tiles straddle rows and images: one function serves

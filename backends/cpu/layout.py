@@ -69,6 +69,14 @@ def conv_geometry(node):
     return k, s, d, pb, pe
 
 
+def depthwise(node) -> bool:
+    """A Conv (or ConvNHWC) with one input channel per group and one output per group: the cpu's
+    depthwise kernel, which pads implicitly (an explicit Pad was a tenth of MobileNetV2's time)."""
+    w = node.inputs[1].type.shape
+    g = node.attrs.get("group", 1) or 1
+    return g > 1 and len(w) >= 3 and w[1] == 1 and w[0] == g
+
+
 def _ranks_ok(x, w=None) -> bool:
     """A 2-D window (rank 4), or a 1-D one (rank 3: run as the 2-D one over [1, L])."""
     return any(static_f32(x, r) and (w is None or static_f32(w, r)) for r in (3, 4))
@@ -376,13 +384,15 @@ def _conv(lay, node, ins, pairs, integer: bool = False):
     rb = lay.rb
     x = lay.convert(*pairs[0], NHWC)
     k, s, d, pb, pe = conv_geometry(node)
-    if any(pb) or any(pe):
+    implicit = not integer and depthwise(node)  # its kernel reads the border as zeros itself
+    if (any(pb) or any(pe)) and not implicit:
         pads = [_shape_const(rb, [0, pb[0], pb[1], 0, 0, pe[0], pe[1], 0])]
         if integer and len(ins) > 2 and ins[2] is not None:  # padding is x_zero_point: it adds 0
             pads.append(rb.constant(np.asarray(ins[2].data).reshape(()), "x_zero_point"))
         x = rb.emit1("Pad", [x, *pads], {"mode": "constant"})
     attrs = {"kernel_shape": tuple(k), "strides": tuple(s), "dilations": tuple(d),
-             "group": node.attrs.get("group", 1), "pads": (0, 0, 0, 0)}
+             "group": node.attrs.get("group", 1),
+             "pads": (pb[0], pb[1], pe[0], pe[1]) if implicit else (0, 0, 0, 0)}
     return (rb.emit1(CONV_INTEGER_NHWC if integer else CONV_NHWC, [x, *ins[1:]], attrs), NHWC)
 
 
@@ -555,5 +565,5 @@ def transform_graph(graph: Graph) -> Graph:
 
 
 __all__ = ["transform_graph", "to_nhwc", "windows_1d_as_2d", "as_2d", "attrs_2d", "conv_ok", "conv_integer_ok",
-           "pool_ok", "conv_geometry", "CONV_NHWC", "CONV_INTEGER_NHWC", "MAXPOOL_NHWC", "AVGPOOL_NHWC", "GAP_NHWC",
-           "DOMAIN", "NHWC"]
+           "pool_ok", "conv_geometry", "depthwise", "CONV_NHWC", "CONV_INTEGER_NHWC", "MAXPOOL_NHWC", "AVGPOOL_NHWC",
+           "GAP_NHWC", "DOMAIN", "NHWC"]

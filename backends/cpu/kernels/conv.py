@@ -35,19 +35,24 @@ def _nhwc_ok(node) -> bool:
     a = node.attrs
     return (layout.static_f32(x, 4) and layout.static_f32(w, 4) and w.is_constant
             and (b is None or layout.static_f32(b))
-            and not any(a.get("pads") or ()) and a.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")
+            and (not any(a.get("pads") or ()) or layout.depthwise(node))
+            and a.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")
             and len(node.outputs) == 1 and layout.static_f32(node.outputs[0], 4))
 
 
 def geometry(x_nhwc_shape, w_shape, out_nhwc_shape, attrs) -> ConvGeometry:
-    n, hp, wp, c = x_nhwc_shape
+    """The geometry of a ConvNHWC; its `pads` (a depthwise one's: layout.depthwise) are implicit:
+    hp and wp are then the padded sizes the kernel reads as if the border were there."""
+    n, h, w, c = x_nhwc_shape
     _, ho, wo, m = out_nhwc_shape
     kh, kw = w_shape[2:]
     s = attrs.get("strides") or (1, 1)
     d = attrs.get("dilations") or (1, 1)
+    pt, pl, pb, pr = attrs.get("pads") or (0, 0, 0, 0)
     groups = attrs.get("group", 1) or 1
     mr, nv = choose_tile(m // groups)
-    g = ConvGeometry(n, hp, wp, c, ho, wo, m, kh, kw, s[0], s[1], d[0], d[1], groups, mr, nv)
+    g = ConvGeometry(n, h + pt + pb, w + pl + pr, c, ho, wo, m, kh, kw, s[0], s[1], d[0], d[1], groups, mr, nv,
+                     pads=(pt, pl, pb, pr))
     return with_precision(g)
 
 

@@ -12,7 +12,9 @@
   thousands of FMAs, and none per row: a tile's row offsets step from its first row's.
 * Depthwise convolution (one input channel per group) vectorises over channels instead.
 
-Inputs are already padded (the backend emits an explicit Pad), so kernels never test bounds.
+Inputs are already padded (the backend emits an explicit Pad), so the implicit-GEMM kernels never
+test bounds; a depthwise kernel pads implicitly (`ConvGeometry.pads`): rows and columns whose taps
+all fall inside the input run as before, the border's taps outside it read zeros.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class ConvGeometry:
     mr: int = MR  # register tile: mr output pixels x 16 * nv output channels
     nv: int = NV
     bf16: bool = False  # bfloat16 weights and input (`emit_bf16_input`), float32 sums (not depthwise)
+    pads: tuple = (0, 0, 0, 0)  # (top, left, bottom, right) the kernel reads as zeros (depthwise only)
 
     @property
     def nr(self) -> int:
@@ -297,42 +300,97 @@ def _emit_depthwise(kb, g: ConvGeometry, inp, wp, out, tid, nth, epi: Epilogue):
 
     Work items are (image, output row, channel vector). An item loads its kh*kw weight vectors
     once, then walks the row DW_BLOCK pixels at a time: DW_BLOCK independent accumulators, so the
-    FMAs overlap instead of waiting on one chain (4x the single-pixel loop's throughput)."""
+    FMAs overlap instead of waiting on one chain (4x the single-pixel loop's throughput).
+
+    With implicit padding (`g.pads`) the input is the unpadded [N, H, W, C]: a row whose taps all
+    fall inside it runs its inner columns as above; its border columns, and every column of a
+    row near the top or bottom, take each tap's pixel only where it lies inside (a clamped address,
+    the value replaced by zero outside)."""
     b = kb.b
     C = g.cin
     nvec = -(-C // VEC)
+    pt, pl, pb, pr = g.pads
+    H, W = g.hp - pt - pb, g.wp - pl - pr
     lo, hi = split_range(kb, g.n * g.ho * nvec, tid, nth)
     chunks = [(c0, min(VEC, C - c0)) for c0 in range(0, C, VEC)]
     taps = [(dy, dx) for dy in range(g.kh) for dx in range(g.kw)]
+    zero = ir.Constant(vec(), [0.0] * VEC)
     with kb.loop(lo, hi, name="item") as item:
         row = b.sdiv(item, kb.i64(nvec))  # n * ho + oy
         cv = b.srem(item, kb.i64(nvec))
         c0 = b.mul(cv, kb.i64(VEC))
         n_ = b.sdiv(row, kb.i64(g.ho))
         oy = b.srem(row, kb.i64(g.ho))
-        in_row = b.mul(b.add(b.mul(n_, kb.i64(g.hp)), b.mul(oy, kb.i64(g.sh))), kb.i64(g.wp))
+        iy0 = b.sub(b.mul(oy, kb.i64(g.sh)), kb.i64(pt))  # the input row of tap row 0
         w = [_load_lanes(kb, wp, b.add(kb.i64(t * C), c0), C, c0, chunks) for t in range(len(taps))]
 
-        def pixels(ox, count):
-            """`count` adjacent output pixels starting at column ox."""
+        def store(accs, ox):
+            for j, acc in enumerate(accs):
+                p = b.add(b.mul(row, kb.i64(g.wo)), b.add(ox, kb.i64(j)))
+                _store_lanes(kb, epi, acc, out, b.add(b.mul(p, kb.i64(C)), c0), c0, C)
+
+        def inside(ox, count):
+            """`count` adjacent output pixels from column ox whose taps all lie inside the input."""
             accs = [None] * count
             for t, (dy, dx) in enumerate(taps):
+                iy = b.add(iy0, kb.i64(dy * g.dh))
                 for j in range(count):
-                    pix = b.add(in_row, b.add(b.mul(b.add(ox, kb.i64(j)), kb.i64(g.sw)),
-                                              kb.i64(dy * g.dh * g.wp + dx * g.dw)))
+                    ix = b.add(b.mul(b.add(ox, kb.i64(j)), kb.i64(g.sw)), kb.i64(dx * g.dw - pl))
+                    pix = b.add(b.mul(b.add(b.mul(n_, kb.i64(H)), iy), kb.i64(W)), ix)
                     x = _load_lanes(kb, inp, b.add(b.mul(pix, kb.i64(C)), c0), C, c0, chunks)
                     accs[j] = b.fmul(x, w[t]) if accs[j] is None else kb.fma(x, w[t], accs[j])
-            for j in range(count):
-                p = b.add(b.mul(row, kb.i64(g.wo)), b.add(ox, kb.i64(j)))
-                _store_lanes(kb, epi, accs[j], out, b.add(b.mul(p, kb.i64(C)), c0), c0, C)
+            store(accs, ox)
 
-        full = g.wo // DW_BLOCK * DW_BLOCK
-        if full:
-            with kb.loop(0, full, step=DW_BLOCK, name="ox") as ox:
-                pixels(ox, DW_BLOCK)
-        if g.wo % DW_BLOCK:
-            with kb.loop(full, g.wo, name="oxt") as ox:
-                pixels(ox, 1)
+        def at_border(ox):
+            """One output pixel some of whose taps may fall outside the input (read as zeros)."""
+            acc = None
+            for t, (dy, dx) in enumerate(taps):
+                iy = b.add(iy0, kb.i64(dy * g.dh))
+                ix = b.add(b.mul(ox, kb.i64(g.sw)), kb.i64(dx * g.dw - pl))
+                ok = b.and_(b.and_(b.icmp_signed(">=", iy, kb.i64(0)), b.icmp_signed("<", iy, kb.i64(H))),
+                            b.and_(b.icmp_signed(">=", ix, kb.i64(0)), b.icmp_signed("<", ix, kb.i64(W))))
+                iyc, ixc = _clamp(b, iy, H), _clamp(b, ix, W)
+                pix = b.add(b.mul(b.add(b.mul(n_, kb.i64(H)), iyc), kb.i64(W)), ixc)
+                x = _load_lanes(kb, inp, b.add(b.mul(pix, kb.i64(C)), c0), C, c0, chunks)
+                x = b.select(ok, x, zero)
+                acc = b.fmul(x, w[t]) if acc is None else kb.fma(x, w[t], acc)
+            store([acc], ox)
+
+        # columns [x_lo, x_hi) have every tap column inside the input; the rest are the border
+        x_lo = min(g.wo, -(-pl // g.sw))
+        x_hi = max(x_lo, min(g.wo, (W - 1 - (g.kw - 1) * g.dw + pl) // g.sw + 1))
+
+        def inner_columns():
+            full = x_lo + (x_hi - x_lo) // DW_BLOCK * DW_BLOCK
+            if full > x_lo:
+                with kb.loop(x_lo, full, step=DW_BLOCK, name="ox") as ox:
+                    inside(ox, DW_BLOCK)
+            if x_hi > full:
+                with kb.loop(full, x_hi, name="oxt") as ox:
+                    inside(ox, 1)
+
+        if not any(g.pads):
+            inner_columns()
+        else:
+            rows_inside = b.and_(b.icmp_signed(">=", iy0, kb.i64(0)),
+                                 b.icmp_signed("<", b.add(iy0, kb.i64((g.kh - 1) * g.dh)), kb.i64(H)))
+            with b.if_else(rows_inside) as (then, otherwise):
+                with then:
+                    inner_columns()
+                with otherwise:
+                    if x_hi > x_lo:
+                        with kb.loop(x_lo, x_hi, name="oxb") as ox:
+                            at_border(ox)
+            for a, z in ((0, x_lo), (x_hi, g.wo)):
+                if z > a:
+                    with kb.loop(a, z, name="oxe") as ox:
+                        at_border(ox)
+
+
+def _clamp(b, v, n: int):
+    """v clamped into [0, n - 1] (an address that is read, its value then discarded)."""
+    v = b.select(b.icmp_signed("<", v, ir.Constant(v.type, 0)), ir.Constant(v.type, 0), v)
+    return b.select(b.icmp_signed(">", v, ir.Constant(v.type, n - 1)), ir.Constant(v.type, n - 1), v)
 
 
 def _lane_mask(kb, c0, total):
