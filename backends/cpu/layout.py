@@ -3,7 +3,7 @@
 Backend-private ops (domain "glow.cpu", declared here with shape rules, NumPy references and
 lowering rules back to the ONNX ops, so verifier, interpreters and other backends understand them):
 
-    ConvNHWC(X[N,H,W,C] already padded, W[M,C/group,kh,kw], B?) -> Y[N,Ho,Wo,M]
+    ConvNHWC(X[N,H,W,C] already padded (a depthwise one: its `pads`), W[M,C/group,kh,kw], B?) -> Y[N,Ho,Wo,M]
     ConvIntegerNHWC(X[N,H,W,C] 8-bit, padded with its zero point, W, zero points) -> Y[N,Ho,Wo,M] int32
     MaxPoolNHWC / AveragePoolNHWC (ONNX pool attributes) / GlobalAveragePoolNHWC
 

@@ -1,10 +1,11 @@
 """Conv kernels: ConvNHWC (what layout.py makes of every eligible Conv) and Conv itself.
 
-ConvNHWC reads an already padded NHWC input, packs its constant weights at compile time and runs
-the implicit-GEMM (or depthwise) kernel of conv_emit.py with the bias and the instruction's epilogue
-applied in registers. A Conv that reaches code generation in NCHW (the graph was not optimised,
-so layout.py never ran) goes the same way through module-private scratch buffers: its input is
-re-laid out (and padded) to NHWC, convolved, and laid back out to NCHW.
+ConvNHWC reads an already padded NHWC input (a depthwise one pads implicitly: its `pads`), packs
+its constant weights at compile time and runs the implicit-GEMM (or depthwise) kernel of
+conv_emit.py with the bias and the instruction's epilogue applied in registers. A Conv that
+reaches code generation in NCHW (the graph was not optimised, so layout.py never ran) goes the
+same way through module-private scratch buffers: its input is re-laid out (and padded) to NHWC,
+convolved, and laid back out to NCHW.
 """
 
 from __future__ import annotations
