@@ -358,3 +358,37 @@ def test_max_min_against_a_constant_keep_nan_and_the_sign_of_zero(op, c):
             assert np.array_equal(y.view(np.uint32), w.view(np.uint32)) or (
                 np.array_equal(np.isnan(y), np.isnan(w))
                 and np.array_equal(y[~np.isnan(w)].view(np.uint32), w[~np.isnan(w)].view(np.uint32))), (name, x, y, w)
+
+
+PADS = [  # (input shape, pads (begins then ends), constant value or None, axes or None)
+    ((2, 5, 7, 3), [0, 1, 2, 0, 0, 1, 2, 0], None, None),  # NHWC border of a padded convolution
+    ((4, 6), [2, -1, 0, 3], 1.5, None),  # a crop on one side, a pad on the other
+    ((3, 4, 5), [1, 0, 2, 0, 3, 1], -7.0, None),
+    ((6,), [3, 0], None, None),
+    ((2, 3, 4, 5, 2), [0, 1, 1, 1, 0, 0, 1, 0, 2, 0], 2.0, None),
+    ((2, 4, 4, 3), [1, 1, 1, 1], 0.5, [1, 2]),  # axes given
+    ((3, 3), [-1, -1, -1, -1], None, None),  # a crop only
+]
+
+
+@pytest.mark.parametrize("shape,pads,value,axes", PADS)
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_pad_writes_every_element_once(shape, pads, value, axes, dtype):
+    """The border is filled box by box and the region copied into the rest: into an output array
+    holding other values, every element is written (none left from before)."""
+    np_t = np.dtype(dtype)
+    b = GraphBuilder("t")
+    x = b.input("x", dt.tensor(shape, dtype))
+    ins = [x, b.constant(np.array(pads, np.int64)),
+           b.constant(np.array(value if value is not None else 0, np_t)) if value is not None or axes else None]
+    if axes is not None:
+        ins.append(b.constant(np.array(axes, np.int64)))
+    g = b.build([b.add1("Pad", ins, {"mode": "constant"})])
+    feeds = {"x": (RNG.standard_normal(shape) * 10).astype(np_t)}
+    want = glow.compile(g, "reference").run(feeds)
+    for t in (1, 2):
+        exe = glow.compile(g, "cpu", threads=t)
+        name = g.outputs[0].name
+        out = np.full(want[name].shape, 99, np_t)
+        exe.run(feeds, into={name: out})
+        np.testing.assert_array_equal(out, want[name], err_msg=f"{t} thread(s)")

@@ -180,7 +180,11 @@ def pad_widths(rank, pads, axes) -> list[tuple[int, int]]:
 
 @cpu_kernel("Pad", supports=_pad_supported)
 def emit_pad(cg, instr):
-    """Fill the output with the constant, then (once that is done) copy the kept input region in."""
+    """Fill the border with the constant and copy the kept input region into the rest. The border
+    is cut into boxes (per axis, the part before and after the region, the axes before it
+    restricted to the region), so no element is written twice: filling the whole output first
+    wrote a padded convolution's input twice (VGG-19's 224 x 224 x 64 Pad: 0.48 ms, the copy alone
+    0.29)."""
     out, src = instr.outputs[0], instr.inputs[0]
     value = instr.inputs[2] if len(instr.inputs) > 2 else None
     axes = constant(instr.inputs[3]) if len(instr.inputs) > 3 and instr.inputs[3] is not None else None
@@ -188,17 +192,27 @@ def emit_pad(cg, instr):
     shape, in_shape = tuple(out.type.shape), tuple(src.type.shape)
     mover = storage_dtype(out.type.dtype)
     region = [d - max(-b, 0) - max(-e, 0) for d, (b, e) in zip(in_shape, widths)]
-    if any(b > 0 or e > 0 for b, e in widths) or 0 in region:
-        if value is not None and value.type.numel:
-            fill = [Access(out, strides_of(shape), 0, mover), Access(value, [0] * len(shape), 0, mover)]
-            emit_strided(cg, "Pad.fill", shape, fill, lambda lanes, vals: vals[0], body_key=MOVE)
-        else:
-            emit_strided(cg, "Pad.fill", shape, [Access(out, strides_of(shape), 0, mover)],
-                         lambda lanes, vals: lanes.const(mover, 0), body_key=ZERO)
-        if 0 in region:
-            return
     ost, ist = strides_of(shape), strides_of(in_shape)
-    out_off = sum(max(b, 0) * s for (b, _), s in zip(widths, ost))
+    begin = [max(b, 0) for b, _ in widths]
+
+    def fill(box, offset):
+        if value is not None and value.type.numel:
+            acc = [Access(out, ost, offset, mover), Access(value, [0] * len(box), 0, mover)]
+            emit_strided(cg, "Pad.fill", box, acc, lambda lanes, vals: vals[0], body_key=MOVE)
+        else:
+            emit_strided(cg, "Pad.fill", box, [Access(out, ost, offset, mover)],
+                         lambda lanes, vals: lanes.const(mover, 0), body_key=ZERO)
+
+    if 0 in region:
+        fill(shape, 0)
+        return
+    for a in range(len(shape)):
+        for start, stop in ((0, begin[a]), (begin[a] + region[a], shape[a])):
+            if stop > start:
+                box = tuple(region[i] if i < a else stop - start if i == a else shape[i] for i in range(len(shape)))
+                offset = sum((begin[i] if i < a else start if i == a else 0) * ost[i] for i in range(len(shape)))
+                fill(box, offset)
+    out_off = sum(b * s for b, s in zip(begin, ost))
     in_off = sum(max(-b, 0) * s for (b, _), s in zip(widths, ist))
     emit_strided(cg, "Pad", tuple(region), [Access(out, ost, out_off, mover), Access(src, ist, in_off, mover)],
                  lambda lanes, vals: vals[0], body_key=MOVE)
