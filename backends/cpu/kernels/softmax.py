@@ -26,14 +26,7 @@ CHAINS = 4
 def row_vectors(kb: KernelBuilder, length, body):
     """body(offset in the row, mask or None) for every vector of a row of `length` (an i64
     value) floats: whole vectors, then the tail under a mask of its lanes."""
-    b = kb.b
-    full = b.udiv(length, kb.i64(VEC))
-    with kb.loop(0, full, name="v") as v:
-        body(b.mul(v, kb.i64(VEC)), None)
-    rem = b.trunc(b.urem(length, kb.i64(VEC)), ir.IntType(32))
-    with kb.if_then(b.icmp_unsigned("!=", rem, ir.Constant(ir.IntType(32), 0))):
-        lanes = ir.Constant(ir.VectorType(ir.IntType(32), VEC), list(range(VEC)))
-        body(b.mul(full, kb.i64(VEC)), b.icmp_unsigned("<", lanes, kb.splat(rem)))
+    row_chains(kb, length, 1, lambda off, mask, _: body(off, mask))
 
 
 def row_chains(kb: KernelBuilder, length, chains: int, body):
@@ -41,13 +34,16 @@ def row_chains(kb: KernelBuilder, length, chains: int, body):
     j-th of each going to accumulator j, then the rest to accumulator 0. Independent chains let a
     reduction run at the loads' pace rather than its one operation's latency."""
     b = kb.b
-    step = kb.i64(VEC * chains)
-    blocks = b.udiv(length, step)
-    with kb.loop(0, blocks, name="vb") as v:
-        for j in range(chains):
-            body(b.add(b.mul(v, step), kb.i64(j * VEC)), None, j)
+    start = kb.i64(0)
+    if chains > 1:
+        step = kb.i64(VEC * chains)
+        blocks = b.udiv(length, step)
+        with kb.loop(0, blocks, name="vb") as v:
+            for j in range(chains):
+                body(b.add(b.mul(v, step), kb.i64(j * VEC)), None, j)
+        start = b.mul(blocks, kb.i64(chains))
     full = b.udiv(length, kb.i64(VEC))
-    with kb.loop(b.mul(blocks, kb.i64(chains)), full, name="v") as v:
+    with kb.loop(start, full, name="v") as v:
         body(b.mul(v, kb.i64(VEC)), None, 0)
     rem = b.trunc(b.urem(length, kb.i64(VEC)), ir.IntType(32))
     with kb.if_then(b.icmp_unsigned("!=", rem, ir.Constant(ir.IntType(32), 0))):
